@@ -1,0 +1,336 @@
+"""The engine: the only place that parses. Text in; findings (and fixed text) out.
+
+It never touches the file system: the CLI, the flake8 plugin, pre-commit and the LibCST
+codemod are thin layers over ``check_source`` and ``fix_source``.
+
+Pipeline: prefilter (substring test, derived from the selected rules' triggers) ->
+CPython's own parser as a gate (exact syntax errors, and protection from inputs that
+crash LibCST's native parser) -> one LibCST parse -> shared analysis -> rules ->
+``# noqa`` -> sorted findings.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, TypeVar
+
+import libcst as cst
+
+from .analysis import Analysis
+from .model import Edit, Fix, Violation
+from .noqa import noqa_map, suppressed
+from .rules import ALL_RULES, BY_CODE, TOOL_CODES
+from .rules.base import Context, Rule
+from .settings import Settings
+from .source import LineIndex
+
+RULES: List[Rule] = [cls() for cls in ALL_RULES if cls.code not in TOOL_CODES]
+MAX_FIX_ROUNDS = 8
+_STACK_SIZE = 512 * 1024 * 1024
+_RECURSION_LIMIT = 50_000
+T = TypeVar("T")
+
+
+def triggers(codes: FrozenSet[str]) -> Tuple[str, ...]:
+    return tuple(sorted({t for r in RULES if r.code in codes for t in r.triggers}))
+
+
+def may_match(text: str, codes: FrozenSet[str]) -> bool:
+    """The prefilter: can any selected rule fire on this text at all?"""
+    return any(t in text for t in triggers(codes))
+
+
+def tool_finding(code: str, message: str, line: int = 1, column: int = 0,
+                 filename: str = "-") -> Violation:
+    return Violation(code, BY_CODE[code].name, message, (line, column), (line, column),
+                     None, filename)
+
+
+def run_big_stack(fn: Callable[..., T], *args) -> T:
+    """Run ``fn`` on a thread with a large stack: deep (valid) code needs it."""
+    out: Dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            out["value"] = fn(*args)
+        except BaseException as exc:  # re-raised in the caller's thread
+            out["error"] = exc
+
+    if sys.getrecursionlimit() < _RECURSION_LIMIT:
+        sys.setrecursionlimit(_RECURSION_LIMIT)
+    old = threading.stack_size()
+    threading.stack_size(_STACK_SIZE)
+    try:
+        worker = threading.Thread(target=target, name="torchdevlint-engine")
+        worker.start()
+    finally:
+        threading.stack_size(old)
+    worker.join()
+    if "error" in out:
+        raise out["error"]  # type: ignore[misc]
+    return out["value"]  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------- check
+def check_source(text: str, filename: str = "-", settings: Settings = Settings()) -> List[Violation]:
+    """Findings for one module's text, sorted, with ``# noqa`` applied."""
+    codes = settings.enabled_codes(filename)
+    rules = [r for r in RULES if r.code in codes]
+    if not rules or not may_match(text, codes):
+        return []
+    found = run_big_stack(_analyse, text, rules, settings.device_name)
+    found = [v for v in found if v.code in codes]
+    noqa = noqa_map(text) if found else {}
+    kept = [
+        Violation(v.code, v.name, v.message, v.start, v.end, v.fix, filename)
+        for v in found
+        if v.code in TOOL_CODES or not suppressed(noqa.get(v.start[0]), v.code)
+    ]
+    return sorted(kept, key=Violation.sort_key)
+
+
+def _analyse(text: str, rules: Sequence[Rule], device_name: str) -> List[Violation]:
+    error = python_syntax_error(text)
+    if error is not None:
+        return [error]
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        line, col = _libcst_position(exc)
+        return [tool_finding("TDL900", f"LibCST cannot parse this file: {exc.message}", line, col)]
+    try:
+        analysis = Analysis(module, device_name)
+    except RecursionError:
+        return [tool_finding("TDL902", "the file is nested too deeply to analyse")]
+    found: List[Violation] = []
+    for rule in rules:
+        try:
+            found.extend(rule.check(Context(analysis, rule)))
+        except RecursionError:
+            found.append(tool_finding("TDL902", f"{rule.code} gave up: the file is nested too deeply"))
+        except Exception as exc:  # a bug in one rule must not hide the others
+            found.append(tool_finding(
+                "TDL902", f"{rule.code} failed on this file: {type(exc).__name__}: {exc}"))
+    return found
+
+
+def python_syntax_error(text: str) -> Optional[Violation]:
+    """CPython's verdict, as flake8's E999 would give it; None when the text parses."""
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        col = max((exc.offset or 1) - 1, 0)
+        message = exc.msg
+        if isinstance(exc, IndentationError) or "indent" in message:
+            message = f"{type(exc).__name__}: {message}"
+        return tool_finding("TDL900", f"invalid syntax: {message}", line, col)
+    except (RecursionError, MemoryError):
+        return tool_finding("TDL900", "the file is nested too deeply for Python's parser")
+    except ValueError as exc:  # NUL bytes
+        line = text[: text.find("\0")].count("\n") + 1 if "\0" in text else 1
+        return tool_finding("TDL900", f"invalid source: {exc}", line)
+    return None
+
+
+def _libcst_position(exc: cst.ParserSyntaxError) -> Tuple[int, int]:
+    m = re.search(r"error at (\d+):(\d+)", exc.message)
+    if m:
+        return int(m.group(1)), max(int(m.group(2)) - 1, 0)
+    return exc.raw_line, exc.raw_column
+
+
+# ------------------------------------------------------------------------ fix
+@dataclass
+class FixOutcome:
+    text: str
+    applied: Counter = field(default_factory=Counter)  # code -> fixes applied
+    remaining: List[Violation] = field(default_factory=list)
+    rejected: List[Violation] = field(default_factory=list)  # TDL903 findings
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.applied)
+
+
+def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
+               unsafe: bool = False) -> FixOutcome:
+    """Apply fixes, re-check, repeat until stable (bounded); verify every round."""
+    original = text
+    outcome = FixOutcome(text)
+    for _ in range(MAX_FIX_ROUNDS):
+        found = check_source(text, filename, settings)
+        chosen = _choose(found, text, unsafe)
+        if not chosen:
+            outcome.remaining = found
+            break
+        edits = sorted({e for v in chosen for e in v.fix.edits})  # identical edits merge
+        new_text, regions = apply_edits_mapped(text, edits)
+        problem = verify(text, new_text, regions, filename)
+        if problem is not None:
+            codes = ", ".join(sorted({v.code for v in chosen}))
+            outcome.rejected.append(tool_finding(
+                "TDL903", f"fixes for {codes} not written: {problem}",
+                chosen[0].start[0], chosen[0].start[1], filename))
+            outcome.remaining = found
+            break
+        text = new_text
+        outcome.applied.update(v.code for v in chosen)
+    else:
+        outcome.remaining = check_source(text, filename, settings)
+        if any(v.fix and v.fix.applies(unsafe) for v in outcome.remaining):
+            outcome.rejected.append(tool_finding(
+                "TDL902", f"fixes did not settle after {MAX_FIX_ROUNDS} rounds", 1, 0, filename))
+    outcome.text = text if text != original else original
+    return outcome
+
+
+def _choose(found: List[Violation], text: str, unsafe: bool) -> List[Violation]:
+    """Non-overlapping fixes for one round; higher-priority rules first."""
+    index = LineIndex(text)
+    candidates = sorted(
+        (v for v in found if v.fix is not None and v.fix.applies(unsafe)),
+        key=lambda v: (BY_CODE[v.code].fix_priority, v.start, v.code),
+    )
+    taken: List[Tuple[int, int, Edit]] = []
+    taken_set = set()
+    defined: Dict[str, Fix] = {}
+    chosen = []
+    for v in candidates:
+        fix = v.fix
+        assert fix is not None
+        spans = [(index.offset(e.start), index.offset(e.end), e) for e in fix.edits if e not in taken_set]
+        if any(_overlap(a, b) for a in spans for b in taken):
+            continue
+        if any(n in defined and not set(defined[n].edits) & set(fix.edits) for n in fix.defines):
+            continue
+        chosen.append(v)
+        taken.extend(spans)
+        taken_set.update(fix.edits)
+        for n in fix.defines:
+            defined.setdefault(n, fix)
+    return chosen
+
+
+def _overlap(a: Tuple[int, int, Edit], b: Tuple[int, int, Edit]) -> bool:
+    (s1, e1, _), (s2, e2, _) = a, b
+    if s1 == e1 and s2 == e2:
+        return s1 == s2
+    if s1 == e1:
+        return s2 < s1 < e2
+    if s2 == e2:
+        return s1 < s2 < e1
+    return s1 < e2 and s2 < e1
+
+
+def apply_edits_mapped(text: str, edits: Sequence[Edit]) -> Tuple[str, List[Tuple[int, int, int, int]]]:
+    """Apply sorted, non-overlapping edits; return the text and, per edit, its span in
+    the old text and in the new one."""
+    index = LineIndex(text)
+    spans = sorted((index.offset(e.start), index.offset(e.end), e.content) for e in edits)
+    out: List[str] = []
+    regions = []
+    cursor = 0
+    length = 0
+    for start, end, content in spans:
+        out.append(text[cursor:start])
+        length += start - cursor
+        regions.append((start, end, length, length + len(content)))
+        out.append(content)
+        length += len(content)
+        cursor = end
+    out.append(text[cursor:])
+    return "".join(out), regions
+
+
+# ------------------------------------------------------------------ verification
+def verify(old: str, new: str, regions: Sequence[Tuple[int, int, int, int]], filename: str) -> Optional[str]:
+    """None when ``new`` compiles and equals ``old`` outside the rewritten statements."""
+    try:
+        compile(new, filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        return f"the fixed text does not compile ({exc})"
+    except (RecursionError, MemoryError):
+        return "the fixed text is nested too deeply to compile"
+    try:
+        before = _masked_dump(old, [(s, e) for s, e, _, _ in regions], [])
+        inserted = [(ns, ne) for s, e, ns, ne in regions if s == e]
+        after = _masked_dump(new, [(s, e) for _, _, s, e in regions], inserted)
+    except (RecursionError, MemoryError):
+        return "the file is nested too deeply to compare before and after"
+    if before != after:
+        return "the fixed module's AST differs from the original outside the rewritten statements"
+    return None
+
+
+_MASK = "<torchdevlint:rewritten>"
+
+
+def _masked_dump(text: str, regions: List[Tuple[int, int]], inserted: List[Tuple[int, int]]) -> str:
+    """The AST with every statement a region touches replaced by one marker (runs of
+    them collapse), and the statements lying inside pure insertions dropped."""
+    tree = ast.parse(text)
+    index = LineIndex(text)
+
+    def offset(line: int, byte_col: int) -> int:
+        raw = index.line_text(line).encode("utf-8")[:byte_col]
+        return index.offset((line, len(raw.decode("utf-8", errors="replace"))))
+
+    def span(stmt: ast.stmt) -> Tuple[int, int]:
+        return offset(stmt.lineno, stmt.col_offset), offset(stmt.end_lineno, stmt.end_col_offset)
+
+    def touches(s: int, e: int, rs: int, re_: int) -> bool:
+        if rs == re_:
+            return s < rs < e
+        return rs < e and s < re_
+
+    def rewrite(body: List[ast.stmt]) -> List[ast.stmt]:
+        out: List[ast.stmt] = []
+        for stmt in body:
+            s, e = span(stmt)
+            hits = [(rs, re_) for rs, re_ in regions if touches(s, e, rs, re_)]
+            if not hits:
+                out.append(stmt)
+                continue
+            if any(is_ <= s and e <= ie for is_, ie in inserted):
+                continue  # a statement the fix inserted
+            children = _child_statements(stmt)
+            if children and all(any(_within(rs, re_, *span(c)) for c in children) for rs, re_ in hits):
+                for name in ("body", "orelse", "finalbody"):
+                    if isinstance(getattr(stmt, name, None), list):
+                        setattr(stmt, name, rewrite(getattr(stmt, name)))
+                for handler in getattr(stmt, "handlers", []) or []:
+                    handler.body = rewrite(handler.body)
+                for case in getattr(stmt, "cases", []) or []:
+                    case.body = rewrite(case.body)
+                out.append(stmt)
+                continue
+            if out and isinstance(out[-1], ast.Expr) and getattr(out[-1].value, "value", None) == _MASK:
+                continue  # consecutive rewritten statements collapse into one
+            out.append(ast.Expr(ast.Constant(_MASK)))
+        return out
+
+    tree.body = rewrite(tree.body)
+    return ast.dump(tree, include_attributes=False)
+
+
+def _within(rs: int, re_: int, s: int, e: int) -> bool:
+    return s <= rs and re_ <= e and (rs != re_ or s < rs < e)
+
+
+def _child_statements(stmt: ast.stmt) -> List[ast.stmt]:
+    out: List[ast.stmt] = []
+    for name in ("body", "orelse", "finalbody"):
+        value = getattr(stmt, name, None)
+        if isinstance(value, list):
+            out.extend(v for v in value if isinstance(v, ast.stmt))
+    for handler in getattr(stmt, "handlers", []) or []:
+        out.extend(handler.body)
+    for case in getattr(stmt, "cases", []) or []:
+        out.extend(case.body)
+    return out

@@ -1,0 +1,104 @@
+"""The one model of a finding that every front renders.
+
+Positions are 1-based lines and 0-based columns internally (as LibCST gives them);
+every user-facing output adds 1 to the column.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import FrozenSet, Optional, Tuple
+
+Position = Tuple[int, int]  # (line 1-based, column 0-based, in code points)
+
+
+class Applicability(str, enum.Enum):
+    """How sure a fix is, as in ruff.
+
+    SAFE: behaves the same on a GPU machine; applied by ``fix``.
+    UNSAFE: may change behaviour; applied only with ``--unsafe-fixes``.
+    DISPLAY: shown to the user, never applied.
+    """
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    DISPLAY = "display"
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.value
+
+
+@dataclass(frozen=True, order=True)
+class Edit:
+    """Replace the text between ``start`` and ``end`` with ``content``."""
+
+    start: Position
+    end: Position
+    content: str
+
+    def to_json(self) -> dict:
+        return {
+            "content": self.content,
+            "location": {"row": self.start[0], "column": self.start[1] + 1},
+            "end_location": {"row": self.end[0], "column": self.end[1] + 1},
+        }
+
+
+@dataclass(frozen=True)
+class Fix:
+    applicability: Applicability
+    message: str
+    edits: Tuple[Edit, ...] = ()
+    # names the fix binds (e.g. an inserted ``device``): two fixes that bind the same
+    # name differently are never applied in the same round
+    defines: FrozenSet[str] = frozenset()
+
+    def applies(self, unsafe: bool) -> bool:
+        if not self.edits or self.applicability is Applicability.DISPLAY:
+            return False
+        return self.applicability is Applicability.SAFE or unsafe
+
+    def to_json(self) -> dict:
+        return {
+            "applicability": self.applicability.value,
+            "message": self.message,
+            "edits": [e.to_json() for e in self.edits],
+        }
+
+
+@dataclass(frozen=True)
+class Violation:
+    code: str
+    name: str
+    message: str
+    start: Position
+    end: Position
+    fix: Optional[Fix] = None
+    filename: str = field(default="-", compare=False)
+
+    @property
+    def row(self) -> int:
+        return self.start[0]
+
+    @property
+    def column(self) -> int:
+        """1-based column, as users see it."""
+        return self.start[1] + 1
+
+    def sort_key(self):
+        return (self.filename, self.start, self.code, self.message)
+
+    def to_json(self) -> dict:
+        from .rules import url_for
+
+        return {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "filename": self.filename,
+            "location": {"row": self.start[0], "column": self.start[1] + 1},
+            "end_location": {"row": self.end[0], "column": self.end[1] + 1},
+            "fix": self.fix.to_json() if self.fix else None,
+            "url": url_for(self.code),
+        }

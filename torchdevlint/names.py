@@ -1,0 +1,82 @@
+"""Qualified names of torch (and stdlib) APIs, however they were imported.
+
+``canonical`` folds torch's re-exports into one spelling, so a rule matches
+``torch.nn.DataParallel``, ``torch.nn.parallel.DataParallel`` and
+``torch.nn.parallel.data_parallel.DataParallel`` with one string.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+# Re-exports: alternative spelling -> canonical spelling (prefixes are folded too).
+_REEXPORTS: Dict[str, str] = {
+    "torch.nn.DataParallel": "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel": "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.data_parallel.data_parallel": "torch.nn.parallel.data_parallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.modules.module.Module": "torch.nn.Module",
+    "torch.nn.modules.Module": "torch.nn.Module",
+    "torch.distributed.distributed_c10d": "torch.distributed",
+    "torch.multiprocessing.spawn.spawn": "torch.multiprocessing.spawn",
+    "torch.multiprocessing.spawn.start_processes": "torch.multiprocessing.start_processes",
+    "torch.cuda.set_device": "torch.cuda.set_device",
+    "multiprocessing.context.Process": "multiprocessing.Process",
+    "multiprocessing.pool.Pool": "multiprocessing.Pool",
+    "torch.multiprocessing.Process": "multiprocessing.Process",
+    "torch.multiprocessing.Pool": "multiprocessing.Pool",
+    "torch.multiprocessing.get_context": "multiprocessing.get_context",
+    "concurrent.futures.thread.ThreadPoolExecutor": "concurrent.futures.ThreadPoolExecutor",
+    "concurrent.futures.process.ProcessPoolExecutor": "concurrent.futures.ProcessPoolExecutor",
+}
+
+SET_DEVICE = frozenset(
+    {"torch.cuda.set_device", "torch.accelerator.set_device_index", "torch.xpu.set_device"}
+)
+DEVICE_CONTEXTS = frozenset(
+    {"torch.cuda.device", "torch.cuda.device_of", "torch.accelerator.device_index"}
+)
+INIT_PROCESS_GROUP = frozenset(
+    {
+        "torch.distributed.init_process_group",
+        "deepspeed.init_distributed",
+        "torch.distributed.device_mesh.init_device_mesh",
+        "torch.distributed.init_device_mesh",
+    }
+)
+DATA_PARALLEL = "torch.nn.parallel.DataParallel"
+MODULE = "torch.nn.Module"
+THREAD = "threading.Thread"
+PROCESS = "multiprocessing.Process"
+PROCESS_SPAWNERS = frozenset(
+    {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
+)
+THREAD_EXECUTORS = frozenset(
+    {"concurrent.futures.ThreadPoolExecutor", "multiprocessing.pool.ThreadPool",
+     "multiprocessing.dummy.Pool"}
+)
+PROCESS_EXECUTORS = frozenset(
+    {"concurrent.futures.ProcessPoolExecutor", "multiprocessing.Pool"}
+)
+EXECUTOR_METHODS = frozenset(
+    {"submit", "map", "imap", "imap_unordered", "starmap", "apply", "apply_async",
+     "map_async", "starmap_async"}
+)
+PARTIAL = "functools.partial"
+TO_THREAD = "asyncio.to_thread"
+
+
+def canonical(name: str) -> str:
+    if name in _REEXPORTS:
+        return _REEXPORTS[name]
+    # fold a re-exported prefix: torch.distributed.distributed_c10d.X -> torch.distributed.X
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 1, -1):
+        prefix = ".".join(parts[:i])
+        if prefix in _REEXPORTS:
+            return _REEXPORTS[prefix] + "." + ".".join(parts[i:])
+    return name
+
+
+def is_torch(name: str) -> bool:
+    return name == "torch" or name.startswith("torch.")

@@ -1,0 +1,46 @@
+"""The rule registry: every rule, in code order."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Type
+
+from .base import Rule
+from .tdl001_bare_cuda_call import BareCudaCall
+from .tdl9xx_tool_errors import (
+    EncodingError,
+    FixRejected,
+    InternalError,
+    IOErrorFinding,
+    SyntaxErrorFinding,
+)
+
+ALL_RULES: List[Type[Rule]] = sorted(
+    [
+        BareCudaCall,
+        SyntaxErrorFinding,
+        EncodingError,
+        InternalError,
+        FixRejected,
+        IOErrorFinding,
+    ],
+    key=lambda r: r.code,
+)
+BY_CODE: Dict[str, Type[Rule]] = {r.code: r for r in ALL_RULES}
+BY_NAME: Dict[str, Type[Rule]] = {r.name: r for r in ALL_RULES}
+TOOL_CODES = frozenset(code for code in BY_CODE if code.startswith("TDL9"))
+DOCS_URL = "docs/rules.md"  # the generated rules reference, in this repository
+
+
+def url_for(code: str) -> str:
+    rule = BY_CODE.get(code)
+    anchor = f"{code.lower()}-{rule.name}" if rule else code.lower()
+    return f"{DOCS_URL}#{anchor}"
+
+
+def find(code_or_name: str) -> Type[Rule]:
+    key = code_or_name.strip()
+    if key.upper() in BY_CODE:
+        return BY_CODE[key.upper()]
+    if key in BY_NAME:
+        return BY_NAME[key]
+    raise KeyError(code_or_name)

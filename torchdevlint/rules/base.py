@@ -1,0 +1,189 @@
+"""What a rule is, and the helpers that build fixes.
+
+A rule is a class with its code, kebab-case name, docs (what it finds / why it is a
+problem / example / use instead / fix safety), VALID and INVALID examples that the test
+suite runs, the trigger substrings the prefilter uses, and ``check``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from typing import ClassVar, Iterable, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from ..analysis import Analysis, CallSite, DeviceChoice
+from ..model import Applicability, Edit, Fix, Position, Violation
+
+
+@dataclass(frozen=True)
+class Example:
+    """An INVALID example: code, and (optionally) the text ``fix --unsafe-fixes`` gives."""
+
+    code: str
+    fixed: Optional[str] = None
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]  # one line, for `rules`
+    what: ClassVar[str]
+    why: ClassVar[str]
+    example: ClassVar[str]
+    use_instead: ClassVar[str]
+    fix_safety: ClassVar[str]
+    triggers: ClassVar[Tuple[str, ...]] = ()
+    fixable: ClassVar[str] = "never"  # always | sometimes | never
+    fix_priority: ClassVar[int] = 1  # lower applies first when fixes overlap
+    VALID: ClassVar[Sequence[str]] = ()
+    INVALID: ClassVar[Sequence[Example]] = ()
+
+    def check(self, ctx: "Context") -> Iterable[Violation]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def docs(cls) -> str:
+        def block(title: str, body: str) -> str:
+            return f"## {title}\n{textwrap.dedent(body).strip()}\n"
+
+        return "\n".join(
+            [
+                f"# {cls.code} `{cls.name}`\n\n{cls.summary}\n",
+                block("What it finds", cls.what),
+                block("Why is this a problem?", cls.why),
+                block("Example", "```python\n" + textwrap.dedent(cls.example).strip() + "\n```"),
+                block("Use instead", "```python\n" + textwrap.dedent(cls.use_instead).strip() + "\n```"),
+                block("Fix safety", cls.fix_safety),
+            ]
+        )
+
+
+class Context:
+    """What a rule sees: the analysis, and a way to report."""
+
+    def __init__(self, analysis: Analysis, rule: Rule):
+        self.analysis = analysis
+        self.rule = rule
+
+    def violation(self, node: cst.CSTNode, message: str, fix: Optional[Fix] = None) -> Violation:
+        rng = self.analysis.range(node)
+        return Violation(
+            code=self.rule.code,
+            name=self.rule.name,
+            message=message,
+            start=(rng.start.line, rng.start.column),
+            end=(rng.end.line, rng.end.column),
+            fix=fix,
+        )
+
+    # ------------------------------------------------------------ edit helpers
+    def start(self, node: cst.CSTNode) -> Position:
+        r = self.analysis.range(node)
+        return (r.start.line, r.start.column)
+
+    def end(self, node: cst.CSTNode) -> Position:
+        r = self.analysis.range(node)
+        return (r.end.line, r.end.column)
+
+    def replace(self, node: cst.CSTNode, text: str) -> Edit:
+        return Edit(self.start(node), self.end(node), text)
+
+    def rename_call(self, call: cst.Call, method: str, args: List[cst.Arg]) -> Edit:
+        """Replace ``.cuda(...)`` (from the method name to the closing paren)."""
+        assert isinstance(call.func, cst.Attribute)
+        new = call.with_changes(func=cst.Name(method), args=_commas(args), lpar=[], rpar=[])
+        return Edit(self.start(call.func.attr), self.end(call), self.analysis.code(new))
+
+    def cuda_to_device(self, call: cst.Call, device_code: str) -> Edit:
+        """``x.cuda(non_blocking=True)`` -> ``x.to(<device>, non_blocking=True)``."""
+        kept = [a for i, a in enumerate(call.args)
+                if not (a.keyword is None and i == 0) and not (a.keyword and a.keyword.value == "device")]
+        device_arg = cst.Arg(cst.parse_expression(device_code))
+        return self.rename_call(call, "to", [device_arg] + kept)
+
+    def device_for(self, site: CallSite, anchor: int) -> Tuple[DeviceChoice, List[Edit], frozenset]:
+        """The device to name at ``site``: one in scope, else a module-level definition.
+
+        ``anchor`` is the order of the first use in the module that may need the
+        definition, so that every fix inserts the very same text at the same place.
+        """
+        found = self.analysis.infer_device(site)
+        if found is not None:
+            return found, [], frozenset()
+        name = self.analysis.free_name(self.analysis.device_name)
+        torch = self.analysis.torch_alias or "torch"
+        line = f'{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
+        edits = self.insert_module_lines([line], anchor, need_torch=self.analysis.torch_alias is None)
+        return DeviceChoice(name, True, "a module-level device"), edits, frozenset({name})
+
+    def insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool) -> List[Edit]:
+        """Insert lines after the imports that precede the first use (at order ``anchor``)."""
+        module = self.analysis.module
+        newline = module.default_newline
+        body = list(module.body)
+        anchor_index = _top_level_index(self.analysis, anchor)
+        insert_after: Optional[cst.CSTNode] = None
+        for i, stmt in enumerate(body[:anchor_index]):
+            if _is_import_line(stmt) or (i == 0 and _is_docstring(stmt)):
+                insert_after = stmt
+        if need_torch:
+            lines = ["import torch"] + lines
+        text = "".join(line + newline for line in lines)
+        if insert_after is None:
+            if anchor_index < len(body):
+                return [Edit(self._line_start(body[anchor_index]), self._line_start(body[anchor_index]), text)]
+            return [Edit((1, 0), (1, 0), text)]
+        line = self.analysis.range(insert_after).end.line
+        pos = (line + 1, 0)
+        if line >= self._last_line():
+            # the import is on the last line: there may be no newline after it
+            if not module.code.endswith(("\n", "\r")):
+                return [Edit(self.end(insert_after), self.end(insert_after), newline + text.rstrip("\r\n"))]
+        return [Edit(pos, pos, text)]
+
+    def _line_start(self, stmt: cst.CSTNode) -> Position:
+        return (self.analysis.range(stmt).start.line, 0)
+
+    def _last_line(self) -> int:
+        code = self.analysis.module.code
+        return code.count("\n") + (0 if code.endswith("\n") else 1)
+
+
+def _commas(args: List[cst.Arg]) -> List[cst.Arg]:
+    """Give every argument but the last a comma; keep the last one's own comma."""
+    out = []
+    for i, arg in enumerate(args):
+        if i < len(args) - 1 and arg.comma is cst.MaybeSentinel.DEFAULT:
+            arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        out.append(arg)
+    return out
+
+
+def _top_level_index(analysis: Analysis, order: int) -> int:
+    """Index in the module body of the top-level statement that holds the node at ``order``."""
+    index = 0
+    for i, stmt in enumerate(analysis.module.body):
+        if analysis.order[stmt] > order:
+            break
+        index = i
+    return index
+
+
+def _is_import_line(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+    )
+
+
+def _is_docstring(stmt: cst.CSTNode) -> bool:
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
+
+
+def applicability(*conditions: Tuple[bool, str]) -> Tuple[Applicability, List[str]]:
+    """SAFE unless a condition fails; returns the reasons that made it unsafe."""
+    reasons = [why for ok, why in conditions if not ok]
+    return (Applicability.SAFE if not reasons else Applicability.UNSAFE), reasons

@@ -1,0 +1,173 @@
+"""Settings: which rules run, and options for fixes; read from ``[tool.torchdevlint]``."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
+
+from .rules import ALL_RULES, BY_CODE
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+
+class ConfigError(Exception):
+    """A usage or configuration error: exit 2 with this one-line message."""
+
+
+KNOWN_KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "exclude", "device-name")
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", ".eggs",
+    "build", "dist", "node_modules", ".mypy_cache", ".ruff_cache", ".pytest_cache",
+    ".torchdevlint_cache",
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: Tuple[str, ...] = ("TDL",)
+    extend_select: Tuple[str, ...] = ()
+    ignore: Tuple[str, ...] = ()
+    per_file_ignores: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    exclude: Tuple[str, ...] = ()
+    device_name: str = "device"
+    root: str = "."  # the folder the config came from: patterns are relative to it
+
+    def enabled(self, code: str, filename: Optional[str] = None) -> bool:
+        ignore = list(self.ignore)
+        if filename is not None:
+            ignore += [c for pattern, codes in self.per_file_ignores
+                       if _matches(filename, pattern, self.root) for c in codes]
+        chosen = _longest(code, list(self.select) + list(self.extend_select))
+        dropped = _longest(code, ignore)
+        return chosen > dropped
+
+    def enabled_codes(self, filename: Optional[str] = None) -> FrozenSet[str]:
+        return frozenset(r.code for r in ALL_RULES if self.enabled(r.code, filename))
+
+    def excluded(self, path: str) -> bool:
+        parts = Path(path).parts
+        if any(p in DEFAULT_EXCLUDE for p in parts[:-1]):
+            return True
+        return any(_matches(path, pattern, self.root) for pattern in self.exclude)
+
+    def with_overrides(self, **changes) -> "Settings":
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def fingerprint(self) -> str:
+        return repr(self)
+
+
+def _longest(code: str, prefixes: Iterable[str]) -> int:
+    best = 0
+    for prefix in prefixes:
+        if prefix == "ALL" or code.startswith(prefix):
+            best = max(best, len(prefix) if prefix != "ALL" else 1)
+    return best
+
+
+def _matches(path: str, pattern: str, root: str) -> bool:
+    """A gitignore-like match: the pattern against the path relative to ``root``,
+    or against any trailing part of it (``tests/*`` matches ``pkg/tests/x.py``)."""
+    try:
+        rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    except ValueError:  # pragma: no cover - other drive on Windows
+        rel = path
+    rel = rel.replace(os.sep, "/")
+    parts = rel.split("/")
+    pattern = pattern.rstrip("/")
+    for i in range(len(parts)):
+        tail = "/".join(parts[i:])
+        if fnmatch.fnmatch(tail, pattern) or fnmatch.fnmatch(tail, pattern + "/*"):
+            return True
+        if any(fnmatch.fnmatch(part, pattern) for part in parts[i:]):
+            return True
+    return False
+
+
+def validate_codes(codes: Iterable[str], where: str) -> Tuple[str, ...]:
+    out = []
+    for raw in codes:
+        code = raw.strip().upper()
+        if not code:
+            continue
+        if code != "ALL" and not any(c.startswith(code) for c in BY_CODE):
+            known = ", ".join(BY_CODE)
+            raise ConfigError(f"{where}: unknown rule code or prefix {raw!r} (known: {known})")
+        out.append(code)
+    return tuple(out)
+
+
+def find_pyproject(start: str) -> Optional[Path]:
+    """The nearest pyproject.toml at or above ``start`` that has [tool.torchdevlint]."""
+    here = Path(start).resolve()
+    for folder in [here] + list(here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                raise ConfigError(f"{candidate}: cannot read TOML: {exc}")
+            if "torchdevlint" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def load(path: Optional[Path]) -> Settings:
+    if path is None:
+        return Settings()
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read TOML: {exc}")
+    section = data.get("tool", {}).get("torchdevlint", {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [tool.torchdevlint] must be a table")
+    return from_mapping(section, f"{path} [tool.torchdevlint]", root=str(Path(path).parent))
+
+
+def from_mapping(section: Dict, where: str, root: str = ".") -> Settings:
+    unknown = sorted(set(section) - set(KNOWN_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known keys: {', '.join(KNOWN_KEYS)})")
+
+    def str_list(key: str) -> List[str]:
+        value = section.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}: {key!r} must be a list of strings")
+        return value
+
+    settings = Settings(root=root)
+    changes: Dict = {}
+    if "select" in section:
+        changes["select"] = validate_codes(str_list("select"), f"{where} select")
+    if "extend-select" in section:
+        changes["extend_select"] = validate_codes(str_list("extend-select"), f"{where} extend-select")
+    if "ignore" in section:
+        changes["ignore"] = validate_codes(str_list("ignore"), f"{where} ignore")
+    if "exclude" in section:
+        changes["exclude"] = tuple(str_list("exclude"))
+    if "per-file-ignores" in section:
+        pfi = section["per-file-ignores"]
+        if not isinstance(pfi, dict):
+            raise ConfigError(f"{where}: 'per-file-ignores' must be a table of pattern = [codes]")
+        items = []
+        for pattern, codes in pfi.items():
+            if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+                raise ConfigError(f"{where}: per-file-ignores {pattern!r} must be a list of codes")
+            items.append((pattern, validate_codes(codes, f"{where} per-file-ignores {pattern!r}")))
+        changes["per_file_ignores"] = tuple(items)
+    if "device-name" in section:
+        name = section["device-name"]
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(f"{where}: 'device-name' must be a Python identifier, got {name!r}")
+        changes["device_name"] = name
+    return replace(settings, **changes)

@@ -1,0 +1,105 @@
+"""Bytes <-> text, exactly: PEP 263 encodings, a UTF-8 BOM and every newline style.
+
+The engine works on text; ``fix`` must write back bytes that differ from the original
+only inside the rewritten spans. So the BOM is split off and re-added, the declared
+encoding is used both ways, and newlines are never translated.
+"""
+
+from __future__ import annotations
+
+import bisect
+import codecs
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+from typing import List, Sequence
+
+from .model import Edit, Position
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+class DecodeError(Exception):
+    """The bytes cannot be turned into text; ``line`` is 1-based."""
+
+    def __init__(self, message: str, line: int = 1):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+@dataclass(frozen=True)
+class SourceText:
+    text: str
+    encoding: str = "utf-8"
+    bom: bool = False
+
+    @property
+    def newline(self) -> str:
+        m = _NEWLINE.search(self.text)
+        return m.group(0) if m else "\n"
+
+    def encode(self, text: str) -> bytes:
+        data = text.encode(self.encoding)
+        return codecs.BOM_UTF8 + data if self.bom else data
+
+
+def decode(data: bytes) -> SourceText:
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # unknown or conflicting coding declaration
+        line = getattr(exc, "lineno", None) or 1
+        raise DecodeError(str(exc).replace("encoding problem", "encoding declaration"), line)
+    bom = False
+    if encoding == "utf-8-sig":
+        encoding, bom = "utf-8", data.startswith(codecs.BOM_UTF8)
+        if bom:
+            data = data[len(codecs.BOM_UTF8):]
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DecodeError(
+            f"cannot decode byte 0x{data[exc.start]:02x} as {encoding}"
+            f" (declare the file's encoding with a PEP 263 comment, or re-save it as UTF-8)",
+            line,
+        )
+    return SourceText(text, encoding, bom)
+
+
+class LineIndex:
+    """Maps (line, column) positions to offsets in a text, for any newline style."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.starts: List[int] = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+
+    def offset(self, pos: Position) -> int:
+        line, col = pos
+        if line > len(self.starts):
+            return len(self.text)
+        return self.starts[line - 1] + col
+
+    def position(self, offset: int) -> Position:
+        line = bisect.bisect_right(self.starts, offset)
+        return (line, offset - self.starts[line - 1])
+
+    def line_text(self, line: int) -> str:
+        if line > len(self.starts):
+            return ""
+        start = self.starts[line - 1]
+        end = self.starts[line] if line < len(self.starts) else len(self.text)
+        return self.text[start:end].rstrip("\r\n")
+
+
+def apply_edits(text: str, edits: Sequence[Edit]) -> str:
+    """Apply non-overlapping edits (the caller guarantees it)."""
+    index = LineIndex(text)
+    spans = sorted(
+        ((index.offset(e.start), index.offset(e.end), e.content) for e in edits), reverse=True
+    )
+    out = text
+    for start, end, content in spans:
+        out = out[:start] + content + out[end:]
+    return out

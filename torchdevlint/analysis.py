@@ -182,6 +182,7 @@ _TENSOR_CLASSES = frozenset(
 _MODULE_CONSTRUCTOR_PREFIXES = ("torch.nn.", "torchvision.models.", "timm.create_model")
 _NOT_MODULE_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
                                       "torch.nn.init", "torch.nn.functional", "torch.nn.utils"})
+_CYCLE = "<cycle>"  # a name whose value depends on itself, while it is being typed
 _LOCAL_RANK_HINTS = ("local_rank", "localrank", "rank", "gpu")
 
 
@@ -201,6 +202,7 @@ class Analysis:
         self.order: Dict[cst.CSTNode, int] = collector.order
         self.scope_of: Dict[cst.CSTNode, Scope] = collector.scope_of
         self.site_of: Dict[cst.Call, CallSite] = {c.node: c for c in self.calls}
+        self._typing: Set[Tuple[str, int]] = set()
         for site in self.calls:  # document order: a with-item call precedes its block
             site.qualname = self.qualname(site.node.func, site.scope)
             site.withs = tuple(w.qualname if isinstance(w, CallSite) else w for w in site.withs)
@@ -348,13 +350,22 @@ class Analysis:
             if isinstance(func, cst.Attribute):
                 inner = self.torch_kind(func.value, scope, _depth + 1)
                 method = func.attr.value
+                if inner == _CYCLE and method in TENSOR_METHODS | MODULE_METHODS:
+                    return _CYCLE
                 if inner == "tensor" and method in TENSOR_METHODS:
                     return "tensor"
                 if inner == "module" and method in MODULE_METHODS:
                     return "module"
             return None
         if isinstance(expr, cst.Name):
-            return self._kind_of_bindings(self._values_of(expr.value, scope), _depth)
+            key = (expr.value, id(scope))
+            if key in self._typing:
+                return _CYCLE  # x = x.float(): the other bindings decide
+            self._typing.add(key)
+            try:
+                return self._kind_of_bindings(self._values_of(expr.value, scope), _depth)
+            finally:
+                self._typing.discard(key)
         if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
                 and expr.value.value == "self"):
             klass = self.enclosing_class(scope)
@@ -378,6 +389,7 @@ class Analysis:
         if not values:
             return None
         kinds = {self.torch_kind(v, s, depth + 1) for v, s in values}
+        kinds.discard(_CYCLE)
         return kinds.pop() if len(kinds) == 1 else None
 
     # ------------------------------------------------------------ device inference
@@ -933,9 +945,17 @@ class _Collector(cst.CSTVisitor):
         if isinstance(target, cst.Name):
             self._bind(target.value, kind, value)
         elif isinstance(target, (cst.Tuple, cst.List)):
-            for el in target.elements:
-                inner = el.value.value if isinstance(el.value, cst.StarredElement) else el.value
-                self._target(inner, None, "other")
+            values = value.elements if isinstance(value, (cst.Tuple, cst.List)) else None
+            if values is not None and (len(values) != len(target.elements) or any(
+                    isinstance(e, cst.StarredElement) for e in list(values) + list(target.elements))):
+                values = None
+            for i, el in enumerate(target.elements):
+                if isinstance(el, cst.StarredElement):
+                    self._target(el.value, None, "other")
+                elif values is not None:  # a, b = x.cuda(), y.cuda(): pair them up
+                    self._target(el.value, values[i].value, kind)
+                else:
+                    self._target(el.value, None, "other")
         elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
               and target.value.value == "self" and value is not None):
             klass = self._method_class()

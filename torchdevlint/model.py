@@ -64,6 +64,7 @@ class Fix:
             "applicability": self.applicability.value,
             "message": self.message,
             "edits": [e.to_json() for e in self.edits],
+            "defines": sorted(self.defines),
         }
 
 

@@ -12,10 +12,8 @@ import tokenize
 from typing import Dict, FrozenSet, Optional
 
 # flake8's own pattern (flake8/defaults.py), so both fronts read comments alike.
-NOQA = re.compile(
-    r"#\s*noqa(?::[\s]?(?P<codes>([A-Z][0-9]+(?:[,\s]+)?)+))?", re.IGNORECASE
-)
-_CODE = re.compile(r"[A-Z][0-9]+", re.IGNORECASE)
+NOQA = re.compile(r"# noqa(?::[\s]?(?P<codes>([A-Z]+[0-9]+(?:[,\s]+)?)+))?", re.IGNORECASE)
+_CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
 
 ALL = frozenset({"*"})
 

@@ -52,10 +52,11 @@ class BareCudaCall(Rule):
         the same file defines its own `cuda` method.
     """
     VALID = (
-        "x = torch.zeros(3).cuda(1)\n",
-        "x = torch.zeros(3).cuda(device=dev)\n",
-        "with torch.cuda.device(1):\n    x = torch.zeros(3).cuda()\n",
-        "use_cuda = args.cuda\n",
+        "import torch\nx = torch.zeros(3).cuda(1)\n",
+        "import torch\nx = torch.zeros(3).cuda(device=dev)\n",
+        "import torch\nwith torch.cuda.device(1):\n    x = torch.zeros(3).cuda()\n",
+        "from torch.cuda import device as cuda_device\nwith cuda_device(k):\n    m.cuda()\n",
+        "use_cuda = args.cuda\nif args.cuda:\n    pass\n",
         "s = 'x.cuda()'  # a comment about .cuda()\n",
         "x = t.cuda(*args)\n",
         "x = t.to(device)\n",

@@ -1,0 +1,217 @@
+"""The CLI as a user meets it: exit codes, formats, noqa, config, stdin, fix, diff."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, cli
+
+BAD = "import torch\nx = torch.zeros(3).cuda()\n"
+GOOD = "import torch\nx = torch.zeros(3).cuda(0)\n"
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "bad.py").write_text(BAD)
+    (tmp_path / "pkg" / "good.py").write_text(GOOD)
+    (tmp_path / "pkg" / "notes.txt").write_text(BAD)  # not Python: never checked
+    return tmp_path
+
+
+def test_check_reports_with_one_based_columns_and_exit_1(project):
+    r = cli("check", "pkg", "--no-cache", cwd=project)
+    assert r.returncode == 1
+    out = r.stdout.decode()
+    assert out.splitlines()[0] == (
+        "pkg/bad.py:2:5: TDL001 [*] `.cuda()` without a device moves to the current device "
+        "(cuda:0 unless set); pass an explicit device")
+    assert "Found 1 finding (1 fixable with `torchdevlint fix`)." in out
+    assert "good.py" not in out and "notes.txt" not in out
+
+
+def test_clean_tree_exits_0(project):
+    r = cli("check", "pkg/good.py", cwd=project)
+    assert r.returncode == 0 and "All checks passed!" in r.stdout.decode()
+
+
+def test_exit_zero(project):
+    assert cli("check", "pkg", "--exit-zero", cwd=project).returncode == 0
+
+
+def test_missing_path_is_exit_2_one_line(project):
+    r = cli("check", "nope.py", cwd=project)
+    assert r.returncode == 2
+    assert r.stderr.decode() == "torchdevlint: error: nope.py: no such file or directory\n"
+
+
+def test_usage_error_is_exit_2(project):
+    r = cli("check", "--output-format", "xml", cwd=project)
+    assert r.returncode == 2 and b"Traceback" not in r.stderr
+
+
+def test_json_has_ruffs_field_names(project):
+    r = cli("check", "pkg", "--output-format", "json", cwd=project)
+    data = json.loads(r.stdout)
+    assert len(data) == 1
+    v = data[0]
+    assert set(v) >= {"code", "message", "filename", "location", "end_location", "fix", "url"}
+    assert v["location"] == {"row": 2, "column": 5}
+    assert v["end_location"] == {"row": 2, "column": 26}  # exclusive, as ruff
+    assert v["fix"]["applicability"] == "safe"
+    assert [e["content"] for e in v["fix"]["edits"]] == [
+        'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "to(device)"]
+
+
+def test_statistics(project):
+    r = cli("check", "pkg", "--statistics", cwd=project)
+    assert r.stdout.decode() == "    1  TDL001  [*] bare-cuda-call\n"
+
+
+def test_select_ignore_and_unknown_codes(project):
+    assert cli("check", "pkg", "--ignore", "TDL001", cwd=project).returncode == 0
+    assert cli("check", "pkg", "--ignore", "TDL0", cwd=project).returncode == 0
+    assert cli("check", "pkg", "--select", "TDL9", cwd=project).returncode == 0
+    assert cli("check", "pkg", "--select", "TDL9", "--extend-select", "TDL001", cwd=project).returncode == 1
+    r = cli("check", "pkg", "--select", "XYZ1", cwd=project)
+    assert r.returncode == 2 and b"unknown rule code or prefix 'XYZ1'" in r.stderr
+
+
+def test_noqa_in_check_and_fix(tmp_path):
+    src = textwrap.dedent("""\
+        import torch
+        a = torch.zeros(1).cuda()  # noqa
+        b = torch.zeros(1).cuda()  # noqa: TDL001
+        c = torch.zeros(1).cuda()  # noqa: TDL101
+        d = torch.zeros(1).cuda(  # noqa: TDL001
+        )
+        e = torch.zeros(1).cuda()  # noqa:E501,TDL001
+    """)
+    f = tmp_path / "m.py"
+    f.write_text(src)
+    r = cli("check", "m.py", "--output-format", "json", cwd=tmp_path)
+    rows = [v["location"]["row"] for v in json.loads(r.stdout)]
+    assert rows == [4]
+    cli("fix", "m.py", cwd=tmp_path)
+    lines = f.read_text().splitlines()
+    assert lines[2] == "a = torch.zeros(1).cuda()  # noqa"
+    assert lines[4] == "c = torch.zeros(1).to(device)  # noqa: TDL101"
+
+
+def test_config_select_ignore_per_file_and_exclude(project):
+    (project / "pyproject.toml").write_text(textwrap.dedent("""\
+        [tool.torchdevlint]
+        per-file-ignores = { "pkg/legacy_*.py" = ["TDL001"] }
+        exclude = ["generated"]
+    """))
+    (project / "pkg" / "legacy_a.py").write_text(BAD)
+    (project / "generated").mkdir()
+    (project / "generated" / "g.py").write_text(BAD)
+    out = cli("check", ".", "--no-cache", cwd=project).stdout.decode()
+    assert "pkg/bad.py" in out and "legacy_a" not in out and "generated" not in out
+    # a file named explicitly is checked unless --force-exclude
+    assert cli("check", "generated/g.py", cwd=project).returncode == 1
+    assert cli("check", "generated/g.py", "--force-exclude", cwd=project).returncode == 0
+
+
+@pytest.mark.parametrize("body,message", [
+    ('[tool.torchdevlint]\nselekt = ["TDL"]\n', "unknown key 'selekt'"),
+    ('[tool.torchdevlint]\nignore = ["TDL777"]\n', "unknown rule code or prefix 'TDL777'"),
+    ('[tool.torchdevlint]\nselect = "TDL001"\n', "'select' must be a list of strings"),
+    ('[tool.torchdevlint]\ndevice-name = "not a name"\n', "'device-name' must be a Python identifier"),
+    ('[tool.torchdevlint\n', "cannot read TOML"),
+])
+def test_config_errors_are_exit_2(project, body, message):
+    (project / "pyproject.toml").write_text(body)
+    r = cli("check", "pkg", cwd=project)
+    assert r.returncode == 2, r.stdout
+    err = r.stderr.decode()
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_device_name_option(project):
+    (project / "pyproject.toml").write_text('[tool.torchdevlint]\ndevice-name = "dev"\n')
+    r = cli("fix", "pkg/bad.py", cwd=project)
+    assert r.returncode == 0
+    assert (project / "pkg" / "bad.py").read_text() == (
+        'import torch\ndev = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+        "x = torch.zeros(3).to(dev)\n")
+
+
+def test_stdin_check_and_fix(project):
+    r = cli("check", "-", "--stdin-filename", "src/model.py", stdin=BAD.encode(), cwd=project)
+    assert r.returncode == 1 and r.stdout.decode().startswith("src/model.py:2:5: TDL001")
+    r = cli("fix", "-", stdin=BAD.encode(), cwd=project)
+    assert r.returncode == 0
+    assert r.stdout.decode().endswith("x = torch.zeros(3).to(device)\n")
+
+
+def test_fix_diff_writes_nothing_and_exits_1(project):
+    r = cli("fix", "pkg", "--diff", cwd=project)
+    assert r.returncode == 1
+    assert (project / "pkg" / "bad.py").read_text() == BAD
+    diff = r.stdout.decode()
+    assert diff.startswith("--- a/pkg/bad.py\n+++ b/pkg/bad.py\n")
+    assert diff.endswith(
+        "-x = torch.zeros(3).cuda()\n"
+        '+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+        "+x = torch.zeros(3).to(device)\n")
+    assert "would fix (TDL001: 1)" in r.stderr.decode()
+    assert cli("fix", "pkg/good.py", "--diff", cwd=project).returncode == 0
+
+
+def test_fix_writes_summarises_and_leaves_unfixable_listed(project):
+    (project / "pkg" / "custom.py").write_text(
+        "class P:\n    def cuda(self):\n        return self\np = P().cuda()\n")
+    (project / "pkg" / "unsafe.py").write_text("def f(m):\n    return m.cuda()\n")
+    r = cli("fix", "pkg", cwd=project)
+    assert r.returncode == 1  # findings remain
+    err = r.stderr.decode()
+    assert "4 files scanned, 1 changed, 3 unchanged; 1 fixed (TDL001: 1); 2 findings left" in err
+    assert "(1 fixable with --unsafe-fixes)" in err
+    out = r.stdout.decode()
+    assert "pkg/custom.py:4:5: TDL001" in out and "pkg/unsafe.py:2:12: TDL001" in out
+    r = cli("fix", "pkg", "--unsafe-fixes", cwd=project)
+    assert (project / "pkg" / "unsafe.py").read_text() == (
+        'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+        "def f(m):\n    return m.to(device)\n")
+    assert cli("fix", "pkg", "--exit-non-zero-on-fix", cwd=project).returncode == 1
+
+
+def test_rule_and_rules(project):
+    r = cli("rule", "TDL001")
+    assert r.returncode == 0
+    doc = r.stdout.decode()
+    assert doc.startswith("# TDL001 `bare-cuda-call`")
+    for heading in ("What it finds", "Why is this a problem?", "Example", "Use instead", "Fix safety"):
+        assert f"## {heading}" in doc
+    assert cli("rule", "bare-cuda-call").stdout == r.stdout
+    bad = cli("rule", "TDL999")
+    assert bad.returncode == 2 and b"unknown rule 'TDL999'" in bad.stderr
+    listing = cli("rules").stdout.decode()
+    assert "TDL001  bare-cuda-call" in listing and "TDL900  syntax-error" in listing
+
+
+def test_parallel_output_is_identical_to_serial(tmp_path):
+    for i in range(12):
+        (tmp_path / f"m{i:02}.py").write_text(BAD * (i % 3 + 1))
+    one = cli("check", ".", "--jobs", "1", "--no-cache", cwd=tmp_path)
+    two = cli("check", ".", "--jobs", "2", "--no-cache", cwd=tmp_path)
+    assert one.stdout == two.stdout and one.returncode == two.returncode == 1
+
+
+def test_python_dash_m_and_console_script_agree(project):
+    import shutil
+    import subprocess
+
+    exe = shutil.which("torchdevlint")
+    if exe is None:
+        pytest.skip("console script not on PATH")
+    a = subprocess.run([exe, "check", "pkg"], cwd=project, capture_output=True)
+    b = cli("check", "pkg", cwd=project)
+    assert a.stdout == b.stdout and a.returncode == b.returncode

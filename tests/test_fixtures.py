@@ -1,0 +1,48 @@
+"""Every fixture program: exact findings, exact fixed text, idempotence, compiles,
+re-checks clean of applicable fixes."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import FIXTURES, describe, findings, fixed, fixture_programs, golden
+from torchdevlint.engine import fix_source
+
+PROGRAMS = fixture_programs()
+IDS = [str(p.relative_to(FIXTURES)) for p in PROGRAMS]
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=IDS)
+def test_findings_are_exact(path):
+    text = path.read_text(encoding="utf-8")
+    actual = describe(findings(text, str(path)))
+    assert actual == golden(path.with_name(path.name + ".findings"), actual)
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=IDS)
+def test_fixed_text_is_exact_and_stable(path):
+    text = path.read_text(encoding="utf-8")
+    outcome = fix_source(text, str(path), unsafe=True)
+    assert not outcome.rejected, outcome.rejected
+    expected_path = path.with_name(path.name + ".fixed")
+    if not outcome.changed:
+        assert not expected_path.exists(), "a .fixed golden exists but nothing was fixed"
+        return
+    assert outcome.text == golden(expected_path, outcome.text)
+    # idempotence: a second fix changes nothing
+    assert fixed(outcome.text) == outcome.text
+    # the result compiles and no applicable fix is left
+    compile(outcome.text, str(path), "exec")
+    left = findings(outcome.text, str(path))
+    assert not [v for v in left if v.fix and v.fix.applies(True)], describe(left)
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=IDS)
+def test_safe_fixes_are_a_subset(path):
+    """Safe-only fixing applies only safe fixes and never more than --unsafe-fixes."""
+    text = path.read_text(encoding="utf-8")
+    before = findings(text, str(path))
+    safe = fix_source(text, str(path), unsafe=False)
+    n_safe = sum(1 for v in before if v.fix and v.fix.applies(False))
+    assert sum(safe.applied.values()) >= n_safe if n_safe else not safe.changed
+    assert fixed(safe.text, unsafe=False) == safe.text

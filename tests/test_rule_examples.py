@@ -1,0 +1,44 @@
+"""Each rule's VALID and INVALID examples are tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import describe, findings, fixed
+from torchdevlint.engine import RULES
+
+VALID = [(r.code, i, code) for r in RULES for i, code in enumerate(r.VALID)]
+INVALID = [(r.code, i, ex) for r in RULES for i, ex in enumerate(r.INVALID)]
+
+
+def test_every_rule_has_examples_and_docs():
+    for rule in RULES:
+        assert rule.VALID and rule.INVALID, rule.code
+        docs = rule.docs()
+        for heading in ("What it finds", "Why is this a problem?", "Example", "Use instead", "Fix safety"):
+            assert f"## {heading}" in docs, (rule.code, heading)
+        # the rule's own docs example is an INVALID case too
+        assert any(v.code == rule.code for v in findings("import torch\nimport threading\n" + _dedent(rule.example)))
+
+
+def _dedent(code: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(code).strip() + "\n"
+
+
+@pytest.mark.parametrize("code,index,source", VALID, ids=[f"{c}-valid-{i}" for c, i, _ in VALID])
+def test_valid(code, index, source):
+    assert not [v for v in findings(source) if v.code == code], describe(findings(source))
+
+
+@pytest.mark.parametrize("code,index,example", INVALID, ids=[f"{c}-invalid-{i}" for c, i, _ in INVALID])
+def test_invalid(code, index, example):
+    found = [v for v in findings(example.code) if v.code == code]
+    assert found, f"{code} should fire on:\n{example.code}"
+    result = fixed(example.code)
+    if example.fixed is None:
+        assert result == example.code  # display-only: never applied
+    else:
+        assert result == example.fixed
+        assert fixed(result) == result

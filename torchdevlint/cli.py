@@ -1,0 +1,219 @@
+"""The command line: ``torchdevlint check|fix|rule|rules|sim``.
+
+Exit codes: 0 nothing found (or everything fixed), 1 findings remain / ``--diff`` would
+change files, 2 usage, configuration or internal error (one line, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from . import __version__
+from . import report
+from .model import Violation
+from .rules import ALL_RULES, find
+from .settings import ConfigError, Settings, find_pyproject, load, validate_codes
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"torchdevlint: error: {message}\n")
+
+
+def _codes(value: str) -> List[str]:
+    return [c for c in value.split(",") if c.strip()]
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="*", default=["."], help="files or folders; '-' reads stdin")
+    p.add_argument("--select", type=_codes, help="codes or prefixes to check (replaces config)")
+    p.add_argument("--extend-select", type=_codes, help="codes or prefixes to add")
+    p.add_argument("--ignore", type=_codes, help="codes or prefixes to skip")
+    p.add_argument("--config", help="a pyproject.toml to read [tool.torchdevlint] from")
+    p.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+    p.add_argument("--stdin-filename", help="the name to report for '-' (and match config against)")
+    p.add_argument("--force-exclude", action="store_true",
+                   help="apply excludes to files named on the command line too (for pre-commit)")
+    p.add_argument("--device-name", help="the variable name fixes use for a device (default: device)")
+    p.add_argument("--unsafe-fixes", action="store_true", help="also apply/offer fixes that may change behaviour")
+    p.add_argument("--jobs", "-j", type=int, default=0, help="worker processes (default: CPU count)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write .torchdevlint_cache")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary")
+    p.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="torchdevlint", description="Find and fix implicit CUDA device placement in PyTorch code.")
+    parser.add_argument("--version", action="version", version=f"torchdevlint {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    check = sub.add_parser("check", help="report findings")
+    _common(check)
+    check.add_argument("--output-format", choices=report.FORMATS, default="concise")
+    check.add_argument("--statistics", action="store_true", help="counts per rule instead of findings")
+    fix = sub.add_parser("fix", help="apply fixes (safe ones; --unsafe-fixes adds more)")
+    _common(fix)
+    fix.add_argument("--diff", action="store_true", help="write nothing; print a unified diff; exit 1 if any")
+    fix.add_argument("--exit-non-zero-on-fix", action="store_true",
+                     help="exit 1 when a file was changed (pre-commit's convention)")
+    rule = sub.add_parser("rule", help="print a rule's documentation")
+    rule.add_argument("code", help="a code (TDL001) or name (bare-cuda-call)")
+    sub.add_parser("rules", help="list every rule")
+    sim = sub.add_parser("sim", help="run a script under the CUDA simulator (needs torch)")
+    sim.add_argument("--gpus", type=int, default=2, help="how many GPUs to pretend (default 2)")
+    sim.add_argument("--report", choices=("text", "json", "none"), default="text",
+                     help="placement report on stderr at exit")
+    sim.add_argument("script")
+    sim.add_argument("args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command in ("check", "fix"):
+            return _lint(args)
+        if args.command == "rule":
+            return _rule(args.code)
+        if args.command == "rules":
+            return _rules()
+        if args.command == "sim":
+            from .sim.cli import run_script
+
+            return run_script(args.script, args.args, gpus=args.gpus, report=args.report)
+        parser.print_help()
+        return 2
+    except ConfigError as exc:
+        print(f"torchdevlint: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("torchdevlint: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # never a traceback: one line, exit 2
+        print(f"torchdevlint: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    if args.isolated:
+        settings = Settings()
+    elif args.config:
+        settings = load(Path(args.config))
+    else:
+        settings = load(find_pyproject(os.getcwd()))
+    if args.select is not None:
+        settings = settings.with_overrides(select=validate_codes(args.select, "--select"))
+    if args.extend_select:
+        settings = settings.with_overrides(
+            extend_select=settings.extend_select + validate_codes(args.extend_select, "--extend-select"))
+    if args.ignore:
+        settings = settings.with_overrides(ignore=settings.ignore + validate_codes(args.ignore, "--ignore"))
+    if args.device_name is not None:
+        if not args.device_name.isidentifier():
+            raise ConfigError(f"--device-name must be a Python identifier, got {args.device_name!r}")
+        settings = settings.with_overrides(device_name=args.device_name)
+    return settings
+
+
+def _lint(args: argparse.Namespace) -> int:
+    from .runner import Cache, Job, discover, process, run
+
+    settings = settings_from(args)
+    mode = "check" if args.command == "check" else ("diff" if args.diff else "fix")
+    unsafe = args.unsafe_fixes
+    if args.jobs < 0:
+        raise ConfigError("--jobs must be 0 (one per CPU) or more")
+    if "-" in args.paths:
+        if len(args.paths) > 1:
+            raise ConfigError("'-' (stdin) cannot be combined with other paths")
+        name = args.stdin_filename or "-"
+        data = sys.stdin.buffer.read()
+        result = process(Job(name, mode, unsafe, settings, data=data, stdin=True))
+        results = [result]
+        if mode == "fix":
+            text = result.fixed_text
+            if text is None:
+                sys.stdout.buffer.write(data)
+            else:
+                from .source import decode
+
+                sys.stdout.buffer.write(decode(data).encode(text))
+            sys.stdout.flush()
+            _summaries(results, unsafe, args, to_stdout=False)
+            remaining = result.violations
+            return 0 if args.exit_zero or not remaining else 1
+    else:
+        files = discover(args.paths, settings, args.force_exclude)
+        jobs = args.jobs or os.cpu_count() or 1
+        cache = Cache(".", settings, enabled=not args.no_cache) if mode == "check" else None
+        results = run(files, mode, settings, unsafe, jobs, cache, progress=not args.quiet)
+    violations = [v for r in results for v in r.violations]
+    out = sys.stdout
+    if mode == "check":
+        if args.statistics:
+            out.write(report.statistics(violations, unsafe))
+        else:
+            out.write(report.render(args.output_format, violations, unsafe))
+            if args.output_format in ("concise", "text", "full") and not args.quiet:
+                out.write(report.summary(violations, unsafe))
+        return 0 if args.exit_zero or not violations else 1
+    if mode == "diff":
+        for r in results:
+            out.write(r.diff)
+        _summaries(results, unsafe, args, to_stdout=False)
+        changed = any(r.changed for r in results)
+        return 1 if changed and not args.exit_zero else 0
+    out.write(report.concise(violations, unsafe))
+    _summaries(results, unsafe, args, to_stdout=False)
+    changed = any(r.changed for r in results)
+    if args.exit_zero:
+        return 0
+    if violations or (changed and args.exit_non_zero_on_fix):
+        return 1
+    return 0
+
+
+def _summaries(results, unsafe: bool, args: argparse.Namespace, to_stdout: bool) -> None:
+    if args.quiet:
+        return
+    stream = sys.stdout if to_stdout else sys.stderr
+    applied: Counter = Counter()
+    for r in results:
+        applied.update(r.applied)
+    changed = sum(1 for r in results if r.changed)
+    remaining = [v for r in results for v in r.violations]
+    verb = "would fix" if args.diff else "fixed"
+    files_verb = "would change" if args.diff else "changed"
+    stream.write(
+        f"{len(results)} file{'s' if len(results) != 1 else ''} scanned, {changed} {files_verb}, "
+        f"{len(results) - changed} unchanged; {sum(applied.values())} {verb}"
+        + (" (" + ", ".join(f"{c}: {n}" for c, n in sorted(applied.items())) + ")" if applied else "")
+        + f"; {len(remaining)} finding{'s' if len(remaining) != 1 else ''} left"
+        + (f" ({sum(1 for v in remaining if v.fix and v.fix.applies(True) and not unsafe)} fixable with --unsafe-fixes)"
+           if not unsafe and any(v.fix and v.fix.applies(True) for v in remaining) else "")
+        + ".\n"
+    )
+
+
+def _rule(code: str) -> int:
+    try:
+        rule = find(code)
+    except KeyError:
+        raise ConfigError(f"unknown rule {code!r}; `torchdevlint rules` lists them")
+    sys.stdout.write(rule.docs())
+    return 0
+
+
+def _rules() -> int:
+    width = max(len(r.name) for r in ALL_RULES)
+    sys.stdout.write(f"{'code':<7} {'name':<{width}}  {'default':<8} fix\n")
+    for r in ALL_RULES:
+        sys.stdout.write(f"{r.code:<7} {r.name:<{width}}  {'on':<8} {r.fixable:<9} {r.summary}\n")
+    return 0

@@ -1,0 +1,194 @@
+"""Renderings of findings: one model, many formats. Columns are 1-based everywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from . import __version__
+from .model import Applicability, Violation
+from .rules import ALL_RULES, BY_CODE, url_for
+from .source import DecodeError, LineIndex, apply_edits, decode
+
+FORMATS = ("concise", "text", "full", "json", "github", "sarif")
+
+
+def marker(v: Violation, unsafe: bool) -> str:
+    return "[*] " if v.fix is not None and v.fix.applies(unsafe) else ""
+
+
+def concise(violations: Sequence[Violation], unsafe: bool) -> str:
+    return "".join(
+        f"{v.filename}:{v.row}:{v.column}: {v.code} {marker(v, unsafe)}{v.message}\n" for v in violations
+    )
+
+
+def full(violations: Sequence[Violation], unsafe: bool) -> str:
+    out: List[str] = []
+    texts: Dict[str, Optional[str]] = {}
+    for v in violations:
+        out.append(f"{v.filename}:{v.row}:{v.column}: {v.code} {marker(v, unsafe)}{v.message}\n")
+        if v.filename not in texts:
+            texts[v.filename] = _read_text(v.filename)
+        text = texts[v.filename]
+        if text is None:
+            continue
+        index = LineIndex(text)
+        line = index.line_text(v.row)
+        width = max(1, (v.end[1] - v.start[1]) if v.end[0] == v.row else len(line) - v.start[1])
+        out.append(f"  {v.row:>4} | {line}\n       | {' ' * v.start[1]}{'^' * width}\n")
+        if v.fix is not None:
+            label = {"safe": "fix", "unsafe": "unsafe fix", "display": "suggestion"}[v.fix.applicability.value]
+            out.append(f"  = {label}: {v.fix.message}\n")
+            if v.fix.edits:
+                after = apply_edits(text, v.fix.edits)
+                out.extend(_fix_preview(text, after))
+        out.append("\n")
+    return "".join(out)
+
+
+def _fix_preview(before: str, after: str) -> List[str]:
+    import difflib
+
+    old, new = before.splitlines(), after.splitlines()
+    lines = []
+    for line in difflib.unified_diff(old, new, lineterm="", n=0):
+        if line.startswith(("---", "+++", "@@")):
+            continue
+        lines.append(f"    {line}\n")
+    return lines
+
+
+def _read_text(path: str) -> Optional[str]:
+    try:
+        return decode(Path(path).read_bytes()).text
+    except (OSError, DecodeError):
+        return None
+
+
+def as_json(violations: Sequence[Violation]) -> str:
+    return json.dumps([v.to_json() for v in violations], indent=2) + "\n"
+
+
+def github(violations: Sequence[Violation]) -> str:
+    def esc(s: str, prop: bool = False) -> str:
+        s = s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return s.replace(":", "%3A").replace(",", "%2C") if prop else s
+
+    return "".join(
+        f"::error file={esc(v.filename, True)},line={v.row},col={v.column},"
+        f"endLine={v.end[0]},endColumn={v.end[1] + 1},title={v.code}::"
+        f"{esc(f'{v.code} {v.message}')}\n"
+        for v in violations
+    )
+
+
+def sarif(violations: Sequence[Violation], root: str = ".") -> str:
+    rules = []
+    for rule in ALL_RULES:
+        rules.append({
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary},
+            "fullDescription": {"text": " ".join(rule.what.split())},
+            "help": {"text": " ".join(rule.why.split()), "markdown": rule.docs()},
+            "helpUri": url_for(rule.code),
+            "defaultConfiguration": {"level": "error" if rule.code.startswith("TDL9") else "warning"},
+            "properties": {"fixable": rule.fixable},
+        })
+    index = {r["id"]: i for i, r in enumerate(rules)}
+    results = []
+    for v in violations:
+        result = {
+            "ruleId": v.code,
+            "ruleIndex": index[v.code],
+            "level": "error" if v.code.startswith("TDL9") else "warning",
+            "message": {"text": v.message},
+            "locations": [{
+                "physicalLocation": {
+                    "artifactLocation": {"uri": _uri(v.filename, root), "uriBaseId": "%SRCROOT%"},
+                    "region": {
+                        "startLine": v.row, "startColumn": v.column,
+                        "endLine": v.end[0], "endColumn": v.end[1] + 1,
+                    },
+                }
+            }],
+        }
+        if v.fix is not None and v.fix.edits and v.fix.applicability is not Applicability.DISPLAY:
+            result["fixes"] = [{
+                "description": {"text": v.fix.message},
+                "artifactChanges": [{
+                    "artifactLocation": {"uri": _uri(v.filename, root), "uriBaseId": "%SRCROOT%"},
+                    "replacements": [{
+                        "deletedRegion": {
+                            "startLine": e.start[0], "startColumn": e.start[1] + 1,
+                            "endLine": e.end[0], "endColumn": e.end[1] + 1,
+                        },
+                        "insertedContent": {"text": e.content},
+                    } for e in v.fix.edits],
+                }],
+            }]
+        results.append(result)
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "torchdevlint",
+                "version": __version__,
+                "informationUri": "https://pypi.org/project/torchdevlint/",
+                "rules": rules,
+            }},
+            "results": results,
+        }],
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _uri(path: str, root: str) -> str:
+    if path == "-":
+        return "stdin"
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    return Path(rel).as_posix()
+
+
+def render(fmt: str, violations: Sequence[Violation], unsafe: bool) -> str:
+    if fmt in ("concise", "text"):
+        return concise(violations, unsafe)
+    if fmt == "full":
+        return full(violations, unsafe)
+    if fmt == "json":
+        return as_json(violations)
+    if fmt == "github":
+        return github(violations)
+    if fmt == "sarif":
+        return sarif(violations)
+    raise ValueError(fmt)
+
+
+def summary(violations: Sequence[Violation], unsafe: bool) -> str:
+    if not violations:
+        return "All checks passed!\n"
+    fixable = sum(1 for v in violations if v.fix and v.fix.applies(unsafe))
+    hidden = sum(1 for v in violations if v.fix and not v.fix.applies(unsafe) and v.fix.applies(True))
+    n = len(violations)
+    line = f"Found {n} finding{'s' if n != 1 else ''}"
+    extra = []
+    if fixable:
+        extra.append(f"{fixable} fixable with `torchdevlint fix`" + (" --unsafe-fixes" if unsafe else ""))
+    if hidden:
+        extra.append(f"{hidden} more with `--unsafe-fixes`")
+    return line + (f" ({'; '.join(extra)})" if extra else "") + ".\n"
+
+
+def statistics(violations: Sequence[Violation], unsafe: bool) -> str:
+    counts = Counter(v.code for v in violations)
+    fixable = Counter(v.code for v in violations if v.fix and v.fix.applies(unsafe))
+    lines = []
+    for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        mark = "[*]" if fixable[code] == n else ("[-]" if fixable[code] else "   ")
+        lines.append(f"{n:>5}  {code}  {mark} {BY_CODE[code].name}\n")
+    return "".join(lines)

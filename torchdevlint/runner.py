@@ -1,0 +1,339 @@
+"""Files: discovery, reading, writing (atomically), parallelism, the cache, progress.
+
+Everything here is about the file system; the engine never touches it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import stat
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from . import __version__
+from .engine import check_source, fix_source, tool_finding, triggers
+from .model import Applicability, Edit, Fix, Violation
+from .settings import ConfigError, Settings
+from .source import DecodeError, decode
+
+PY_SUFFIXES = (".py", ".pyi")
+CACHE_DIR = ".torchdevlint_cache"
+
+
+@dataclass
+class Job:
+    path: str
+    mode: str  # check | fix | diff
+    unsafe: bool
+    settings: Settings
+    data: Optional[bytes] = None  # pre-read bytes (stdin, or read by the parent)
+    stdin: bool = False  # fixed text goes back to the caller instead of the file
+
+
+@dataclass
+class FileResult:
+    path: str
+    violations: List[Violation] = field(default_factory=list)
+    applied: Counter = field(default_factory=Counter)
+    changed: bool = False
+    diff: str = ""
+    fixed_text: Optional[str] = None  # for stdin
+    parsed: bool = False
+    digest: Optional[str] = None
+
+
+# ------------------------------------------------------------------ discovery
+def discover(paths: Sequence[str], settings: Settings, force_exclude: bool = False) -> List[str]:
+    """Python files under ``paths``, sorted; a missing path is a ConfigError (exit 2)."""
+    found: List[str] = []
+    seen = set()
+    for raw in paths:
+        path = os.path.normpath(raw)
+        if not os.path.lexists(path):
+            raise ConfigError(f"{raw}: no such file or directory")
+        if os.path.isdir(path):
+            unlistable: List[str] = []
+            for folder, dirs, files in os.walk(path, onerror=lambda e: unlistable.append(e.filename),
+                                               followlinks=False):
+                dirs[:] = sorted(
+                    d for d in dirs
+                    if not settings.excluded(os.path.join(folder, d, "x"))
+                )
+                for name in sorted(files):
+                    full = os.path.join(folder, name)
+                    if name.endswith(PY_SUFFIXES) and not settings.excluded(full) and full not in seen:
+                        seen.add(full)
+                        found.append(full)
+            found.extend(u for u in unlistable if u not in seen)  # reported as TDL904
+        else:
+            if force_exclude and settings.excluded(path):
+                continue
+            if path not in seen:
+                seen.add(path)
+                found.append(path)
+    return sorted(found)
+
+
+# ------------------------------------------------------------------ one file
+def process(job: Job) -> FileResult:
+    result = FileResult(job.path)
+    data = job.data
+    if data is None:
+        try:
+            if os.path.isdir(job.path):
+                os.listdir(job.path)  # raises the real reason it could not be walked
+                raise IsADirectoryError(21, "is a folder that could not be walked")
+            with open(job.path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            result.violations = [tool_finding("TDL904", f"cannot read: {_os_reason(exc)}", filename=job.path)]
+            result.parsed = True
+            return result
+    codes = job.settings.enabled_codes(job.path)
+    needles = [t.encode("ascii") for t in triggers(codes)]
+    if not any(n in data for n in needles):
+        return result  # the prefilter: nothing in this file can match
+    try:
+        source = decode(data)
+    except DecodeError as exc:
+        if "TDL901" in codes:
+            result.violations = [tool_finding("TDL901", exc.message, exc.line, 0, job.path)]
+        return result
+    result.parsed = True
+    if job.mode == "check":
+        result.violations = check_source(source.text, job.path, job.settings)
+        return result
+    outcome = fix_source(source.text, job.path, job.settings, unsafe=job.unsafe)
+    result.violations = sorted(outcome.remaining + outcome.rejected, key=Violation.sort_key)
+    if not outcome.changed:
+        return result
+    result.applied = outcome.applied
+    result.changed = True
+    if job.stdin and job.mode == "fix":
+        result.fixed_text = outcome.text
+        return result
+    if job.mode == "diff":
+        result.diff = unified_diff(source.text, outcome.text, job.path)
+        return result
+    try:
+        new_data = source.encode(outcome.text)
+    except UnicodeEncodeError as exc:
+        result.violations.append(tool_finding(
+            "TDL904", f"not written: the fix cannot be encoded as {source.encoding} ({exc.reason})",
+            filename=job.path))
+        result.changed, result.applied = False, Counter()
+        return result
+    problem = write_atomic(job.path, data, new_data)
+    if problem is not None:
+        result.violations.append(tool_finding("TDL904", problem, filename=job.path))
+        result.changed, result.applied = False, Counter()
+    return result
+
+
+def write_atomic(path: str, expected: bytes, new_data: bytes) -> Optional[str]:
+    """Replace ``path`` by ``new_data`` unless it changed since it was read.
+
+    A temp file in the same folder, the original's mode bits, then one rename: a reader
+    sees the old file or the new one, never a half-written one; nothing is left behind
+    on failure."""
+    try:
+        with open(path, "rb") as fh:
+            current = fh.read()
+        if current != expected:
+            return "not written: the file changed while it was being fixed; run again"
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".torchdevlint-", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        return f"not written: {_os_reason(exc)}"
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(new_data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return f"not written: {_os_reason(exc)}"
+    return None
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror.lower() if exc.strerror else str(exc)
+
+
+def unified_diff(old: str, new: str, path: str) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True),
+        fromfile=f"a/{path}", tofile=f"b/{path}",
+    )
+    out = []
+    for line in lines:
+        out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+# ------------------------------------------------------------------ the cache
+class Cache:
+    """Check results keyed by content hash, tool version and effective settings.
+
+    One JSON file per settings fingerprint in ``.torchdevlint_cache/``, which ignores
+    itself for git (like ruff's)."""
+
+    def __init__(self, root: str, settings: Settings, enabled: bool = True):
+        self.enabled = enabled
+        stamp = f"{__version__}|{_code_stamp()}|{settings.fingerprint()}"
+        key = hashlib.sha256(stamp.encode()).hexdigest()[:16]
+        self.folder = Path(root) / CACHE_DIR
+        self.file = self.folder / f"{__version__}-{key}.json"
+        self.entries: Dict[str, dict] = {}
+        self.dirty = False
+        if enabled:
+            try:
+                self.entries = json.loads(self.file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                self.entries = {}
+
+    @staticmethod
+    def digest(data: bytes) -> str:
+        return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+    def get(self, path: str, digest: str) -> Optional[List[Violation]]:
+        entry = self.entries.get(path)
+        if not self.enabled or entry is None or entry.get("digest") != digest:
+            return None
+        return [_violation_from_json(v, path) for v in entry["violations"]]
+
+    def put(self, path: str, digest: str, violations: List[Violation]) -> None:
+        if self.enabled:
+            self.entries[path] = {"digest": digest, "violations": [v.to_json() for v in violations]}
+            self.dirty = True
+
+    def save(self) -> None:
+        if not (self.enabled and self.dirty):
+            return
+        try:
+            self.folder.mkdir(exist_ok=True)
+            gitignore = self.folder / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("# Automatically created by torchdevlint.\n*\n")
+            tmp = self.file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.entries), encoding="utf-8")
+            os.replace(tmp, self.file)
+        except OSError:
+            pass  # a read-only tree simply runs without a cache
+
+
+def _code_stamp() -> str:
+    """Size and mtime of the linter's own files: an edited install invalidates the cache."""
+    package = Path(__file__).parent
+    parts = []
+    for path in sorted(package.rglob("*.py")):
+        st = path.stat()
+        parts.append(f"{path.relative_to(package)}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def _violation_from_json(d: dict, path: str) -> Violation:
+    fix = None
+    if d["fix"] is not None:
+        f = d["fix"]
+        fix = Fix(Applicability(f["applicability"]), f["message"], tuple(
+            Edit((e["location"]["row"], e["location"]["column"] - 1),
+                 (e["end_location"]["row"], e["end_location"]["column"] - 1), e["content"])
+            for e in f["edits"]), frozenset(f.get("defines", ())))
+    return Violation(d["code"], d["name"], d["message"],
+                     (d["location"]["row"], d["location"]["column"] - 1),
+                     (d["end_location"]["row"], d["end_location"]["column"] - 1), fix, path)
+
+
+# ------------------------------------------------------------------ progress
+class Progress:
+    """A one-line progress bar on stderr, only when stderr is a terminal."""
+
+    def __init__(self, total: int, label: str, enabled: bool):
+        self.total = total
+        self.label = label
+        self.enabled = enabled and total > 0 and sys.stderr.isatty()
+        self.done = 0
+        self.last = 0.0
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.1 and self.done < self.total:
+            return
+        self.last = now
+        width = 30
+        filled = int(width * self.done / self.total)
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} files")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 70 + "\r")
+            sys.stderr.flush()
+
+
+# ------------------------------------------------------------------ many files
+def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, jobs: int = 1,
+        cache: Optional[Cache] = None, progress: bool = False) -> List[FileResult]:
+    """Process files; results come back in the order of ``paths`` whatever ``jobs`` is."""
+    results: Dict[str, FileResult] = {}
+    pending: List[Job] = []
+    digests: Dict[str, str] = {}
+    bar = Progress(len(paths), "torchdevlint " + mode, progress)
+    codes_cache: Dict[frozenset, List[bytes]] = {}
+    for path in paths:
+        job = Job(path, mode, unsafe, settings)
+        if mode == "check" and cache is not None and cache.enabled:
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                pending.append(job)
+                continue
+            codes = settings.enabled_codes(path)
+            needles = codes_cache.setdefault(codes, [t.encode("ascii") for t in triggers(codes)])
+            if not any(n in data for n in needles):
+                results[path] = FileResult(path)
+                bar.advance()
+                continue
+            digest = Cache.digest(data)
+            hit = cache.get(path, digest)
+            if hit is not None:
+                results[path] = FileResult(path, hit)
+                bar.advance()
+                continue
+            digests[path] = digest
+            job.data = data
+        pending.append(job)
+    if jobs > 1 and len(pending) >= 2 * jobs:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for result in pool.map(process, pending, chunksize=max(1, len(pending) // (jobs * 8))):
+                results[result.path] = result
+                bar.advance()
+    else:
+        for job in pending:
+            result = process(job)
+            results[result.path] = result
+            bar.advance()
+    bar.close()
+    if cache is not None:
+        for path, digest in digests.items():
+            cache.put(path, digest, results[path].violations)
+        cache.save()
+    return [results[p] for p in paths]

@@ -183,7 +183,7 @@ _MODULE_CONSTRUCTOR_PREFIXES = ("torch.nn.", "torchvision.models.", "timm.create
 _NOT_MODULE_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
                                       "torch.nn.init", "torch.nn.functional", "torch.nn.utils"})
 _CYCLE = "<cycle>"  # a name whose value depends on itself, while it is being typed
-_LOCAL_RANK_HINTS = ("local_rank", "localrank", "rank", "gpu")
+_LOCAL_RANK_HINTS = ("local_rank", "localrank", "rank")
 
 
 class Analysis:
@@ -594,6 +594,44 @@ class Analysis:
             if values and any(self.mentions_rank(v, s, _depth + 1) for v, s in values):
                 return True
         return False
+
+    @cached_property
+    def process_callees(self) -> Set[cst.CSTNode]:
+        """Functions of this file called directly from a process target."""
+        process_fns = {t.function.node for t in self.targets if t.kind == "process"}
+        out: Set[cst.CSTNode] = set()
+        for site in self.calls:
+            fn = self.enclosing_function(site.scope)
+            if fn is not None and fn.node in process_fns:
+                callee = self.local_function(site.node.func, site.scope)
+                if callee is not None:
+                    out.add(callee.node)
+        return out
+
+    @cached_property
+    def set_device_sites(self) -> List[CallSite]:
+        return [s for s in self.calls if s.qualname in N.SET_DEVICE]
+
+    def binding_context(self, site: CallSite) -> Optional[str]:
+        """Why binding a device at ``site`` is per process or per thread, or None when it
+        is a global side effect. A process wins over a thread: a process target that
+        binds its own device is the accepted idiom."""
+        fn = self.enclosing_function(site.scope)
+        if fn is not None:
+            if self.target_of(fn, "process") is not None:
+                return "process"
+            if self.target_of(fn, "thread") is not None:
+                return "thread"
+            if fn.node in self.dist_setup_functions:
+                return "distributed-setup"
+            if fn.node in self.process_callees:
+                return "process"
+        elif self.module_inits_process_group:
+            return "distributed-setup"
+        arg = site.positional(0) or site.keyword("device")
+        if arg is not None and self.uses_distributed and self.mentions_rank(arg.value, site.scope):
+            return "rank"
+        return None
 
     # ------------------------------------------------------------- DataParallel
     def is_data_parallel(self, site: CallSite) -> bool:

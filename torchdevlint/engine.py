@@ -207,14 +207,20 @@ def _choose(found: List[Violation], text: str, unsafe: bool) -> List[Violation]:
         spans = [(index.offset(e.start), index.offset(e.end), e) for e in fix.edits if e not in taken_set]
         if any(_overlap(a, b) for a in spans for b in taken):
             continue
-        if any(n in defined and not set(defined[n].edits) & set(fix.edits) for n in fix.defines):
-            continue
+        if any(n in defined and _defining(defined[n], n) != _defining(fix, n) for n in fix.defines):
+            continue  # two different definitions of one name: the later waits a round
         chosen.append(v)
         taken.extend(spans)
         taken_set.update(fix.edits)
         for n in fix.defines:
             defined.setdefault(n, fix)
     return chosen
+
+
+def _defining(fix: Fix, name: str) -> FrozenSet[Edit]:
+    """The edits of ``fix`` that bind ``name`` (``name = ...`` at a line start)."""
+    pattern = re.compile(rf"(?m)^[ \t]*{re.escape(name)}\s*=")
+    return frozenset(e for e in fix.edits if pattern.search(e.content))
 
 
 def _overlap(a: Tuple[int, int, Edit], b: Tuple[int, int, Edit]) -> bool:
@@ -299,8 +305,8 @@ def _masked_dump(text: str, regions: List[Tuple[int, int]], inserted: List[Tuple
                 continue
             if any(is_ <= s and e <= ie for is_, ie in inserted):
                 continue  # a statement the fix inserted
-            children = _child_statements(stmt)
-            if children and all(any(_within(rs, re_, *span(c)) for c in children) for rs, re_ in hits):
+            blocks = [(span(b[0])[0], span(b[-1])[1]) for b in _child_blocks(stmt)]
+            if blocks and all(any(_within(rs, re_, *blk) for blk in blocks) for rs, re_ in hits):
                 for name in ("body", "orelse", "finalbody"):
                     if isinstance(getattr(stmt, name, None), list):
                         setattr(stmt, name, rewrite(getattr(stmt, name)))
@@ -323,14 +329,15 @@ def _within(rs: int, re_: int, s: int, e: int) -> bool:
     return s <= rs and re_ <= e and (rs != re_ or s < rs < e)
 
 
-def _child_statements(stmt: ast.stmt) -> List[ast.stmt]:
-    out: List[ast.stmt] = []
+def _child_blocks(stmt: ast.stmt) -> List[List[ast.stmt]]:
+    """The statement lists nested in a compound statement (bodies, else, handlers...)."""
+    out: List[List[ast.stmt]] = []
     for name in ("body", "orelse", "finalbody"):
         value = getattr(stmt, name, None)
-        if isinstance(value, list):
-            out.extend(v for v in value if isinstance(v, ast.stmt))
+        if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+            out.append(value)
     for handler in getattr(stmt, "handlers", []) or []:
-        out.extend(handler.body)
+        out.append(handler.body)
     for case in getattr(stmt, "cases", []) or []:
-        out.extend(case.body)
+        out.append(case.body)
     return out

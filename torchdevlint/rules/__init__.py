@@ -6,6 +6,10 @@ from typing import Dict, List, Type
 
 from .base import Rule
 from .tdl001_bare_cuda_call import BareCudaCall
+from .tdl101_global_set_device import GlobalSetDevice
+from .tdl102_set_device_in_thread import SetDeviceInThread
+from .tdl103_device_context_not_entered import DeviceContextNotEntered
+from .tdl104_thread_uses_implicit_device import ThreadUsesImplicitDevice
 from .tdl9xx_tool_errors import (
     EncodingError,
     FixRejected,
@@ -17,6 +21,10 @@ from .tdl9xx_tool_errors import (
 ALL_RULES: List[Type[Rule]] = sorted(
     [
         BareCudaCall,
+        GlobalSetDevice,
+        SetDeviceInThread,
+        DeviceContextNotEntered,
+        ThreadUsesImplicitDevice,
         SyntaxErrorFinding,
         EncodingError,
         InternalError,

@@ -1,0 +1,98 @@
+"""TDL101 global-set-device: ``torch.cuda.set_device`` outside distributed setup."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..model import Applicability, Fix, Violation
+from .base import Context, Example, Rule
+from .device_state import Plan, plan_explicit_device
+
+
+class GlobalSetDevice(Rule):
+    code = "TDL101"
+    name = "global-set-device"
+    summary = "`torch.cuda.set_device` changes a hidden global outside distributed setup"
+    triggers = ("set_device",)
+    fixable = "sometimes"
+    fix_priority = 0
+    what = """
+        A call of `torch.cuda.set_device(...)` (any import form, also
+        `torch.accelerator.set_device_index`) that is not part of a distributed or
+        per-process setup. Quiet when the same function (or, for a script, the module)
+        initialises a process group, directly or through a local helper such as
+        `ddp_setup()`; inside a function started by `mp.spawn`,
+        `multiprocessing.Process(target=...)` or a process pool, or a helper it calls;
+        when the index derives from `LOCAL_RANK`/`local_rank`/`rank` in a module that
+        uses `torch.distributed`. Inside a thread it is TDL102 instead.
+    """
+    why = """
+        The current device is a hidden global that every implicit `.cuda()`,
+        `device="cuda"`, `torch.cuda.Stream()` and memory query depends on. PyTorch's
+        docs discourage `set_device` in favour of an explicit `torch.device`, a
+        block-scoped `with torch.cuda.device(i):`, or `CUDA_VISIBLE_DEVICES`. Binding each
+        DDP rank with `set_device(local_rank)` is the accepted exception, and stays quiet.
+    """
+    example = """
+        torch.cuda.set_device(1)
+        model = Net().cuda()
+    """
+    use_instead = """
+        device = torch.device("cuda", 1) if torch.cuda.is_available() else torch.device("cpu")
+        model = Net().to(device)
+    """
+    fix_safety = """
+        When the only current-device dependents in reach (that scope, or every function
+        of the module for a module-level call) are bare `.cuda()` calls after it, the fix
+        replaces the call with a device object that falls back to the CPU and rewrites
+        those calls to `.to(device)` in the same fix. It is always **unsafe**: code in
+        other modules may rely on the current device the call set. When other
+        implicit-device uses exist (`device="cuda"`, `torch.cuda.current_device()`,
+        `pin_memory()` ...) the finding carries a display-only fix naming the alternatives.
+    """
+    VALID = (
+        "import torch\nimport torch.distributed as dist\n"
+        "def worker(gpu):\n    dist.init_process_group('nccl')\n    torch.cuda.set_device(gpu)\n",
+        "import torch\nimport torch.multiprocessing as mp\n"
+        "def run(gpu, args):\n    torch.cuda.set_device(gpu)\nmp.spawn(run, args=(1,), nprocs=2)\n",
+        "import os, torch\nimport torch.distributed as dist\n"
+        "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n",
+        "def set_device(i):\n    pass\nset_device(1)\n",
+        "import torch\ngpu.set_device(1)\n",
+    )
+    INVALID = (
+        Example(
+            "import torch\ntorch.cuda.set_device(1)\nx = torch.zeros(2).cuda()\n",
+            'import torch\ndevice = torch.device("cuda", 1) if torch.cuda.is_available() else torch.device("cpu")\n'
+            "x = torch.zeros(2).to(device)\n",
+        ),
+        Example(
+            "from torch.cuda import set_device as sd\nimport torch\n"
+            "def main(opt):\n    sd(opt.gpu_ids[0])\n    torch.zeros(1, device='cuda')\n",
+            None,
+        ),
+    )
+
+    def check(self, ctx: Context) -> Iterable[Violation]:
+        a = ctx.analysis
+        for site in a.set_device_sites:
+            if a.binding_context(site) is not None:
+                continue
+            fn = a.enclosing_function(site.scope)
+            owner = fn.node if fn is not None else a.module
+            plan = plan_explicit_device(ctx, site, owner, include_nested=fn is None)
+            if isinstance(plan, Plan):
+                fix = Fix(Applicability.UNSAFE,
+                          f"Replace it with an explicit `{plan.name}` and pass it to the "
+                          f"{plan.rewritten} `.cuda()` call{'s' if plan.rewritten != 1 else ''} that depend on it",
+                          tuple(plan.edits), frozenset({plan.name}))
+            else:
+                fix = Fix(Applicability.DISPLAY,
+                          f"Not rewritten: {plan}. Use an explicit `torch.device` with `.to(device)`, "
+                          "`with torch.cuda.device(k):` around the work, or CUDA_VISIBLE_DEVICES")
+            yield ctx.violation(
+                site.node,
+                "`set_device` changes the current device for all later implicit-device code in "
+                "this process; prefer an explicit `torch.device` (or `with torch.cuda.device(k):`)",
+                fix,
+            )

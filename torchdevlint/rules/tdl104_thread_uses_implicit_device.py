@@ -1,0 +1,89 @@
+"""TDL104 thread-uses-implicit-device: a thread does CUDA work and never binds a device."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import libcst as cst
+
+from ..model import Violation
+from .base import Context, Example, Rule
+from .device_state import describe_uses
+
+_KINDS = ("bare-cuda", "device-string", "pin-memory", "device-object")
+
+
+class ThreadUsesImplicitDevice(Rule):
+    code = "TDL104"
+    name = "thread-uses-implicit-device"
+    summary = "a thread does CUDA work on the implicit device: it runs on cuda:0"
+    triggers = ("Thread", "Executor", "run_in_executor", "to_thread")
+    fixable = "never"
+    what = """
+        A thread target (as in TDL102) that does CUDA work with an implicit device
+        (`.cuda()`, `device="cuda"`, `torch.device("cuda")`, `pin_memory()`) and never
+        binds a device (no `set_device`, no `with torch.cuda.device(...)`).
+    """
+    why = """
+        CUDA's current device is per host thread and a new thread starts on device 0,
+        whatever its parent thread set. So a worker thread of a process that runs on
+        GPU 1 silently allocates on GPU 0: extra memory on the wrong card, or a
+        "tensors on different devices" error far from the cause.
+    """
+    example = """
+        def loader(queue, batch):
+            queue.put(batch.cuda())
+
+        threading.Thread(target=loader, args=(q, batch)).start()
+    """
+    use_instead = """
+        def loader(queue, batch, device):
+            queue.put(batch.to(device))
+
+        threading.Thread(target=loader, args=(q, batch, device)).start()
+    """
+    fix_safety = """
+        No fix: the device has to come from the parent thread, which only the author
+        can wire up.
+    """
+    VALID = (
+        "import torch, threading\ndef work(x, device):\n    return x.to(device)\n"
+        "threading.Thread(target=work, args=(1, 2)).start()\n",
+        "import torch, threading\ndef work(x, k):\n    torch.cuda.set_device(k)\n    return x.cuda()\n"
+        "threading.Thread(target=work, args=(1, 2)).start()\n",
+        "import torch, threading\ndef work(x, k):\n    with torch.cuda.device(k):\n        return x.cuda()\n"
+        "threading.Thread(target=work, args=(1, 2)).start()\n",
+        "import torch\ndef not_a_thread(x):\n    return x.cuda()\nThread = None\n",
+    )
+    INVALID = (
+        Example("import threading\ndef work(x):\n    return x.cuda()\n"
+                "threading.Thread(target=work, args=(1,)).start()\n"),
+        Example("import threading, torch\nclass Loader(threading.Thread):\n    def run(self):\n"
+                "        self.out = torch.zeros(2, device='cuda')\n"),
+        Example("from concurrent.futures import ThreadPoolExecutor\nimport torch\n"
+                "pool = ThreadPoolExecutor(2)\npool.map(lambda t: t.pin_memory(), [torch.zeros(1)])\n"),
+    )
+
+    def check(self, ctx: Context) -> Iterable[Violation]:
+        a = ctx.analysis
+        seen = set()
+        for target in a.targets:
+            fn = target.function
+            if target.kind != "thread" or fn.node in seen:
+                continue
+            if a.target_of(fn, "process") is not None:
+                continue
+            seen.add(fn.node)
+            binds = any(a._inside(s.scope, fn.node) for s in a.set_device_sites)
+            if binds:
+                continue
+            uses = [u for u in a.implicit_uses(fn.node, include_nested=True) if u.kind in _KINDS]
+            if not uses:
+                continue
+            anchor = fn.node.name if isinstance(fn.node, cst.FunctionDef) else fn.node
+            yield ctx.violation(
+                anchor,
+                f"thread target `{fn.name}` (run via {target.via}) uses the implicit device "
+                f"({describe_uses(ctx, uses)}) but never binds one: a new thread starts on "
+                "cuda:0 whatever its parent set; pass the device in and use `.to(device)`",
+            )

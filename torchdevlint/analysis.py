@@ -674,7 +674,7 @@ class Analysis:
         target_code = self.code(target)
         parent_code = self.code(target.value) if isinstance(target, cst.Attribute) else None
         for site in cuda_sites:
-            if site.order <= wrap.order or not self._same_owner(site.scope, wrap.scope, target):
+            if site.order <= wrap.end_order or not self._same_owner(site.scope, wrap.scope, target):
                 continue
             receiver = self.code(site.node.func.value)  # type: ignore[union-attr]
             if receiver == target_code:

@@ -1,0 +1,146 @@
+"""TDL201 data-parallel-implicit-devices: ``DataParallel(m).cuda()`` without ``device_ids``."""
+
+from __future__ import annotations
+
+from typing import Iterable, List
+
+import libcst as cst
+
+from ..analysis import DataParallelWrap
+from ..model import Applicability, Edit, Fix, Violation
+from .base import Context, Example, Rule
+
+_SIMPLE = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+
+
+class DataParallelImplicitDevices(Rule):
+    code = "TDL201"
+    name = "data-parallel-implicit-devices"
+    summary = "`DataParallel` moved with `.cuda()` while its devices are implicit"
+    triggers = ("DataParallel",)
+    fixable = "sometimes"
+    fix_priority = 0
+    what = """
+        A torch `DataParallel` (`torch.nn.DataParallel`, `nn.DataParallel`,
+        `torch.nn.parallel.DataParallel`, any alias, or a subclass defined in the file)
+        without `device_ids`, whose result is moved with `.cuda()`: chained
+        (`DP(m).cuda()`), in a later statement on the same name or attribute
+        (`self.model = DP(self.model)` ... `self.model.cuda()`), or through the parent
+        module (`model.features = DP(model.features); model.cuda()`). Also literal
+        `device_ids` while the module is moved to the current device
+        (`DP(m, device_ids=[1, 2]).cuda()`). Not `DistributedDataParallel`, nor a wrapper
+        whose `device_ids` the program computes.
+    """
+    why = """
+        `DataParallel` scatters over every visible GPU unless `device_ids` says
+        otherwise, gathers on `device_ids[0]`, and requires the module's parameters on
+        `device_ids[0]` before forward. `.cuda()` moves them to the *current* device, so
+        the code works only while that happens to be 0: after `set_device(1)` forward
+        fails, and card 0 always carries the gather. DistributedDataParallel (one
+        process per GPU) avoids all of this and is faster.
+    """
+    example = """
+        model = nn.DataParallel(model).cuda()
+    """
+    use_instead = """
+        device_ids = list(range(torch.cuda.device_count()))
+        primary_device = torch.device("cuda", device_ids[0]) if device_ids else torch.device("cpu")
+        model = nn.DataParallel(model.to(primary_device), device_ids=device_ids)
+        # better still: torch.nn.parallel.DistributedDataParallel, one process per GPU
+    """
+    fix_safety = """
+        Without `device_ids`, the fix defines `device_ids` (every visible GPU, as
+        `DataParallel` does by default) and the primary device once after the imports,
+        moves the module there before wrapping, passes `device_ids` explicitly and drops
+        the `.cuda()` (or turns a later one into `.to(primary_device)`). On a machine
+        without CUDA `DataParallel` is a pass-through and `device_ids` is empty, so the
+        program still runs. It is **safe** when nothing in the file changes the current
+        device (then the current device is `device_ids[0]`), **unsafe** otherwise or
+        for a subclass of `DataParallel`. With literal `device_ids` it is display-only.
+    """
+    VALID = (
+        "import torch.nn as nn\nmodel = nn.DataParallel(model.to(device), device_ids=device_ids)\n",
+        "import torch.nn as nn\nmodel = nn.DataParallel(model, device_ids=[args.gpu]).cuda(args.gpu)\n",
+        "from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model).cuda()\n",
+        "class MyDataParallel:\n    pass\nmodel = MyDataParallel(model).cuda()\n",
+        "import torch.nn as nn\nmodel = nn.DataParallel(model.cuda())\n",
+    )
+    INVALID = (
+        Example(
+            "import torch\nimport torch.nn as nn\nmodel = nn.DataParallel(nn.Linear(2, 2)).cuda()\n",
+            "import torch\nimport torch.nn as nn\n"
+            "device_ids = list(range(torch.cuda.device_count()))\n"
+            'primary_device = torch.device("cuda", device_ids[0]) if device_ids else torch.device("cpu")\n'
+            "model = nn.DataParallel(nn.Linear(2, 2).to(primary_device), device_ids=device_ids)\n",
+        ),
+        Example("from torch.nn import DataParallel as DP\nmodel = DP(model, device_ids=[1, 2]).cuda()\n"),
+    )
+
+    def check(self, ctx: Context) -> Iterable[Violation]:
+        a = ctx.analysis
+        wraps = a.data_parallel_wraps
+        if not wraps:
+            return
+        anchor = min(w.wrap.order for w in wraps)
+        changes_device = bool(a.set_device_sites) or any(
+            s.in_device_context for s in a.calls)
+        for wrap in wraps:
+            if wrap.literal_ids is not None:
+                ids = ", ".join(map(str, wrap.literal_ids)) or ""
+                first = wrap.literal_ids[0] if wrap.literal_ids else 0
+                fix = Fix(Applicability.DISPLAY,
+                          f"Move the module to cuda:{first} before wrapping, e.g. "
+                          f"`DataParallel(module.to(\"cuda:{first}\"), device_ids=[{ids}])`, "
+                          "and drop `.cuda()`")
+                message = (f"`DataParallel` with device_ids=[{ids}] is moved with `.cuda()` to the "
+                           f"current device, not cuda:{first}: forward fails unless they match; "
+                           "move the module to device_ids[0] before wrapping (or use DistributedDataParallel)")
+            else:
+                fix = self._fix(ctx, wrap, anchor, changes_device)
+                message = ("`DataParallel` without `device_ids` moved with `.cuda()`: it spreads over every "
+                           "visible GPU and needs the module on device_ids[0], but `.cuda()` picks the "
+                           "current device; make `device_ids` explicit and move the module before "
+                           "wrapping (or use DistributedDataParallel)")
+            yield ctx.violation(wrap.move.node, message, fix)
+
+    def _fix(self, ctx: Context, wrap: DataParallelWrap, anchor: int, changes_device: bool) -> Fix:
+        a = ctx.analysis
+        call = wrap.wrap.node
+        module_arg = wrap.wrap.keyword("module") or wrap.wrap.positional(0)
+        if module_arg is None:
+            return Fix(Applicability.DISPLAY, "Pass the module and `device_ids` explicitly")
+        ids = a.free_name("device_ids")
+        primary = a.free_name("primary_device", taken=(ids,))
+        torch = a.torch_alias or "torch"
+        value = module_arg.value
+        moved = a.code(value) if isinstance(value, _SIMPLE) else f"({a.code(value)})"
+        new_args: List[cst.Arg] = []
+        for arg in call.args:
+            if arg is module_arg:
+                arg = arg.with_changes(value=cst.parse_expression(f"{moved}.to({primary})"))
+            new_args.append(arg)
+        last = new_args[-1]
+        if last.comma is cst.MaybeSentinel.DEFAULT:
+            new_args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new_args.append(cst.Arg(cst.Name(ids), keyword=cst.Name("device_ids"),
+                                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+        new_call = a.code(call.with_changes(args=new_args, lpar=[], rpar=[]))
+        lines = [f"{ids} = list(range({torch}.cuda.device_count()))",
+                 f'{primary} = {torch}.device("cuda", {ids}[0]) if {ids} else {torch}.device("cpu")']
+        edits: List[Edit] = ctx.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None)
+        if wrap.shape == "chained":
+            edits.append(ctx.replace(wrap.move.node, new_call))
+        else:
+            edits.append(ctx.replace(call, new_call))
+            edits.append(ctx.cuda_to_device(wrap.move.node, primary))
+        local_subclass = wrap.wrap.qualname is None
+        reasons = []
+        if changes_device:
+            reasons.append("this file changes the current device")
+        if local_subclass:
+            reasons.append("the wrapper is a subclass defined here")
+        applicability = Applicability.UNSAFE if reasons else Applicability.SAFE
+        note = f" ({'; '.join(reasons)})" if reasons else ""
+        return Fix(applicability,
+                   f"Move the module to `{primary}` before wrapping and pass `device_ids={ids}`{note}",
+                   tuple(edits), frozenset({ids, primary}))

@@ -77,15 +77,17 @@ def run_big_stack(fn: Callable[..., T], *args) -> T:
 
 
 # ---------------------------------------------------------------------- check
-def check_source(text: str, filename: str = "-", settings: Settings = Settings()) -> List[Violation]:
-    """Findings for one module's text, sorted, with ``# noqa`` applied."""
+def check_source(text: str, filename: str = "-", settings: Settings = Settings(),
+                 apply_noqa: bool = True) -> List[Violation]:
+    """Findings for one module's text, sorted, with ``# noqa`` applied (flake8 applies
+    its own, so its plugin passes ``apply_noqa=False``)."""
     codes = settings.enabled_codes(filename)
     rules = [r for r in RULES if r.code in codes]
     if not rules or not may_match(text, codes):
         return []
     found = run_big_stack(_analyse, text, rules, settings.device_name)
     found = [v for v in found if v.code in codes]
-    noqa = noqa_map(text) if found else {}
+    noqa = noqa_map(text) if found and apply_noqa else {}
     kept = [
         Violation(v.code, v.name, v.message, v.start, v.end, v.fix, filename)
         for v in found

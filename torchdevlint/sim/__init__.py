@@ -1,0 +1,572 @@
+"""A CUDA simulator: CPU-only torch behaves as if N GPUs were present.
+
+Every tensor computes on the CPU but carries a *logical* device (``cuda:0`` ...
+``cuda:N-1``, or cpu when untagged). A ``TorchFunctionMode`` sees ``Tensor.cuda/to/cpu``,
+factory ``device=`` arguments, the ``.device``/``.is_cuda``/``.data``/``.grad`` properties
+and every op; small patches of ``torch.cuda.*`` provide ``is_available``,
+``device_count``, a per-thread current device (a new thread starts on device 0, as in
+CUDA), ``set_device``, ``device``/``device_of`` contexts, streams, memory queries and
+device properties; ``DataParallel``'s scatter/replicate/parallel_apply/gather follow
+torch's rules. Mixing devices in one op raises torch's own "Expected all tensors to be
+on the same device" error; an out-of-range index raises "invalid device ordinal".
+
+Not modelled: GPU random numbers (the CPU generator is used, so values match the CPU
+run, not a GPU run), storages, real streams/events and their ordering, multiple
+processes (``mp.spawn`` children do not inherit the simulation), NCCL/collectives,
+``torch.load`` of files saved on a real GPU, custom autograd ``backward`` bodies
+(they run outside the mode; their outputs take their inputs' devices).
+
+torch is imported lazily: the linter never needs this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import traceback
+import types
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+_TAG = "_tdl_sim_device"  # attribute on a tensor: its logical CUDA index (absent: cpu)
+_HERE = __file__.rsplit("/", 1)[0]
+
+
+@dataclass
+class Placement:
+    device: str
+    thread: str
+    where: str  # file:line of the user code
+    nbytes: int
+    implicit: bool  # the index came from the current device
+    current_elsewhere: Optional[int]  # the main thread's current device at that time
+
+
+@dataclass
+class SimState:
+    gpus: int
+    local: threading.local = field(default_factory=threading.local)
+    placements: List[Placement] = field(default_factory=list)
+    main_thread: int = field(default_factory=threading.get_ident)
+    main_current: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def current(self) -> int:
+        return getattr(self.local, "current", 0)
+
+    @current.setter
+    def current(self, index: int) -> None:
+        self.local.current = index
+        if threading.get_ident() == self.main_thread:
+            self.main_current = index
+
+
+def device_of(t) -> str:
+    """The logical device of a tensor under the simulator ("cpu" or "cuda:i")."""
+    index = getattr(t, _TAG, None)
+    return "cpu" if index is None else f"cuda:{index}"
+
+
+def _invalid_ordinal() -> RuntimeError:
+    return RuntimeError(
+        "CUDA error: invalid device ordinal\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+        "stacktrace below might be incorrect.")
+
+
+def _user_frame() -> str:
+    for frame in reversed(traceback.extract_stack()[:-3]):
+        if "/torch/" in frame.filename or frame.filename.startswith(_HERE) or "<frozen" in frame.filename:
+            continue
+        return f"{frame.filename}:{frame.lineno}"
+    return "?"
+
+
+class Simulator:
+    """``with Simulator(gpus=2): ...`` runs torch code as if on a machine with 2 GPUs."""
+
+    def __init__(self, gpus: int = 2, record: bool = False):
+        import torch  # noqa: F401  (lazy: only the simulator needs torch)
+
+        if gpus < 1:
+            raise ValueError("the simulator needs at least one GPU")
+        self.state = SimState(gpus)
+        self.record = record
+        self._stack = contextlib.ExitStack()
+        self.mode = _make_mode(self)
+
+    # ---------------------------------------------------------------- devices
+    def resolve(self, device) -> Tuple[Optional[int], bool]:
+        """(index or None for cpu, implicit?) for anything torch accepts as a device."""
+        import torch
+
+        if device is None:
+            return self.state.current, True
+        if isinstance(device, int):
+            return self._check(device), False
+        if isinstance(device, str):
+            device = torch.device(device)
+        if isinstance(device, torch.device):
+            if device.type == "cpu" or device.type == "meta":
+                return None, False
+            if device.type != "cuda":
+                raise RuntimeError(f"the simulator models cuda and cpu devices only, not {device.type}")
+            if device.index is None:
+                return self.state.current, True
+            return self._check(device.index), False
+        raise TypeError(f"not a device: {device!r}")
+
+    def _check(self, index: int) -> int:
+        if index < 0 or index >= self.state.gpus:
+            raise _invalid_ordinal()
+        return index
+
+    def tag(self, value, index: Optional[int], implicit: bool = False, new: bool = True):
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            if index is None:
+                if hasattr(value, _TAG):
+                    try:
+                        delattr(value, _TAG)
+                    except AttributeError:
+                        pass
+            else:
+                setattr(value, _TAG, index)
+                if self.record and new:
+                    self._note(value, index, implicit)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                self.tag(v, index, implicit, new)
+        return value
+
+    def _note(self, t, index: int, implicit: bool) -> None:
+        st = self.state
+        on_main = threading.get_ident() == st.main_thread
+        with st.lock:
+            st.placements.append(Placement(
+                f"cuda:{index}", threading.current_thread().name, _user_frame(),
+                t.element_size() * t.nelement(), implicit,
+                None if on_main else st.main_current))
+
+    def index(self, t) -> Optional[int]:
+        return getattr(t, _TAG, None)
+
+    # ---------------------------------------------------------------- context
+    def __enter__(self) -> "Simulator":
+        try:
+            self._patch()
+            self._stack.enter_context(self.mode)
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def _patch(self) -> None:
+        import importlib
+
+        import torch
+
+        dp = importlib.import_module("torch.nn.parallel.data_parallel")  # the module, not the function
+        sim = self
+        st = self.state
+        cuda = torch.cuda
+
+        def set_attr(obj, name, value):
+            old = getattr(obj, name)
+            setattr(obj, name, value)
+            self._stack.callback(setattr, obj, name, old)
+
+        def current_device() -> int:
+            return st.current
+
+        def set_device(device) -> None:
+            index, _ = sim.resolve(device if not isinstance(device, int) else int(device))
+            if index is not None:
+                st.current = index
+
+        def exchange(index: int) -> int:
+            prev = st.current
+            if index >= 0:
+                st.current = sim._check(index)
+            return prev
+
+        props = types.SimpleNamespace(name="Simulated GPU", total_memory=80 * 2**30,
+                                      multi_processor_count=132, major=9, minor=0,
+                                      is_integrated=False, is_multi_gpu_board=False)
+
+        class Stream:
+            def __init__(self, device=None, priority=0, **_):
+                self.device = torch.device("cuda", sim.resolve(device)[0] or 0)
+
+            def synchronize(self):
+                return None
+
+            def wait_stream(self, other):
+                return None
+
+            def wait_event(self, event):
+                return None
+
+            def record_event(self, event=None):
+                return event or Event()
+
+            def query(self):
+                return True
+
+        class Event:
+            def __init__(self, *a, **k):
+                pass
+
+            def record(self, stream=None):
+                return None
+
+            def synchronize(self):
+                return None
+
+            def wait(self, stream=None):
+                return None
+
+            def elapsed_time(self, other):
+                return 0.0
+
+            def query(self):
+                return True
+
+        @contextlib.contextmanager
+        def stream_context(stream=None):
+            yield stream
+
+        def memory(device=None) -> int:
+            sim.resolve(device)  # validates the index; no bytes are really on a GPU
+            return 0
+
+        patches = {
+            "is_available": lambda: True,
+            "device_count": lambda: st.gpus,
+            "current_device": current_device,
+            "set_device": set_device,
+            "_exchange_device": exchange,
+            "_maybe_exchange_device": exchange,
+            "_lazy_init": lambda: None,
+            "is_initialized": lambda: True,
+            "synchronize": lambda device=None: None,
+            "empty_cache": lambda: None,
+            "memory_allocated": memory,
+            "max_memory_allocated": memory,
+            "memory_reserved": memory,
+            "max_memory_reserved": memory,
+            "reset_peak_memory_stats": lambda device=None: None,
+            "mem_get_info": lambda device=None: (props.total_memory, props.total_memory),
+            "get_device_name": lambda device=None: f"Simulated GPU {sim.resolve(device)[0]}",
+            "get_device_properties": lambda device=None: (sim.resolve(device), props)[1],
+            "get_device_capability": lambda device=None: (9, 0),
+            "Stream": Stream,
+            "Event": Event,
+            "stream": stream_context,
+            "current_stream": lambda device=None: Stream(device),
+            "default_stream": lambda device=None: Stream(device),
+            "manual_seed": lambda seed: None,
+            "manual_seed_all": lambda seed: None,
+        }
+        for name, value in patches.items():
+            if hasattr(cuda, name):
+                set_attr(cuda, name, value)
+        set_attr(dp.DataParallel, "scatter", _dp_scatter(sim))
+        set_attr(dp.DataParallel, "replicate", _dp_replicate(sim))
+        set_attr(dp.DataParallel, "parallel_apply", _dp_parallel_apply(sim))
+        set_attr(dp.DataParallel, "gather", _dp_gather(sim))
+        set_attr(dp, "_get_available_device_type", lambda: "cuda")
+        set_attr(dp, "_get_all_device_indices", lambda: list(range(st.gpus)))
+        set_attr(dp, "_get_device_index", _get_device_index(sim))
+        set_attr(dp, "_check_balance", lambda device_ids: None)
+        self._patch_threads(set_attr)
+
+    def _patch_threads(self, set_attr) -> None:
+        """A new thread starts on device 0 (thread-local state) and re-enters the mode."""
+        original = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+        sim = self
+
+        def bootstrap(thread_self):  # wraps run() of every thread, subclasses included
+            with _make_mode(sim):
+                return original(thread_self)
+
+        set_attr(threading.Thread, "_bootstrap_inner", bootstrap)
+
+    # ---------------------------------------------------------------- report
+    def report(self) -> Dict[str, Any]:
+        per_device: Dict[str, Dict[str, int]] = {}
+        threads: Dict[str, set] = {}
+        suspicious = []
+        for p in self.state.placements:
+            d = per_device.setdefault(p.device, {"tensors": 0, "bytes": 0})
+            d["tensors"] += 1
+            d["bytes"] += p.nbytes
+            threads.setdefault(p.thread, set()).add(p.device)
+            if p.implicit and p.device == "cuda:0" and p.current_elsewhere not in (None, 0):
+                suspicious.append({"where": p.where, "thread": p.thread, "device": p.device,
+                                   "main_thread_device": f"cuda:{p.current_elsewhere}"})
+        return {
+            "gpus": self.state.gpus,
+            "devices": dict(sorted(per_device.items())),
+            "threads": {k: sorted(v) for k, v in sorted(threads.items())},
+            "suspicious": suspicious,
+        }
+
+
+def _get_device_index(sim: Simulator):
+    def get(device, optional: bool = False, allow_cpu: bool = False) -> int:
+        if isinstance(device, int):
+            return device
+        index, _ = sim.resolve(device)
+        return -1 if index is None else index
+
+    return get
+
+
+# ---------------------------------------------------------------- DataParallel
+def _dp_scatter(sim: Simulator):
+    def scatter(self, inputs, kwargs, device_ids):
+        import torch
+
+        def split(obj):
+            if isinstance(obj, torch.Tensor):
+                chunks = obj.chunk(len(device_ids), self.dim)
+                return [sim.tag(c.clone(), sim._check(i)) for c, i in zip(chunks, device_ids)]
+            if isinstance(obj, (list, tuple)) and obj:
+                parts = [split(o) for o in obj]
+                n = min(len(p) for p in parts)
+                return [type(obj)(p[i] for p in parts) if not isinstance(obj, tuple) else tuple(p[i] for p in parts)
+                        for i in range(n)]
+            if isinstance(obj, dict) and obj:
+                parts = {k: split(v) for k, v in obj.items()}
+                n = min(len(p) for p in parts.values())
+                return [{k: v[i] for k, v in parts.items()} for i in range(n)]
+            return [obj for _ in device_ids]
+
+        scattered_inputs = split(tuple(inputs)) if inputs else []
+        scattered_kwargs = split(kwargs) if kwargs else []
+        n = max(len(scattered_inputs), len(scattered_kwargs))
+        scattered_inputs = list(scattered_inputs) + [() for _ in range(n - len(scattered_inputs))]
+        scattered_kwargs = list(scattered_kwargs) + [{} for _ in range(n - len(scattered_kwargs))]
+        return tuple(scattered_inputs), tuple(scattered_kwargs)
+
+    return scatter
+
+
+def _dp_replicate(sim: Simulator):
+    def replicate(self, module, device_ids):
+        replicas = []
+        modules = list(module.modules())
+        for device in device_ids:
+            index = sim._check(device)
+            copies = {id(m): m._replicate_for_data_parallel() for m in modules}
+            for m in modules:
+                r = copies[id(m)]
+                for name, child in m._modules.items():
+                    r._modules[name] = copies[id(child)] if child is not None else None
+                for key, p in m._parameters.items():
+                    if p is not None:
+                        r._parameters[key] = sim.tag(p.view_as(p), index, new=False)
+                for key, b in m._buffers.items():
+                    if b is not None:
+                        r._buffers[key] = sim.tag(b.view_as(b), index, new=False)
+            replicas.append(copies[id(module)])
+        return replicas
+
+    return replicate
+
+
+def _dp_parallel_apply(sim: Simulator):
+    def parallel_apply(self, replicas, inputs, kwargs):
+        import torch
+
+        outputs = []
+        for replica, args, kw, device in zip(replicas, inputs, kwargs, self.device_ids):
+            with torch.cuda.device(device):  # as torch's worker threads do
+                if not isinstance(args, (list, tuple)):
+                    args = (args,)
+                outputs.append(replica(*args, **kw))
+        return outputs
+
+    return parallel_apply
+
+
+def _dp_gather(sim: Simulator):
+    def gather(self, outputs, output_device):
+        import torch
+
+        index = None if output_device == -1 else sim._check(
+            output_device if isinstance(output_device, int) else sim.resolve(output_device)[0])
+
+        def join(items):
+            first = items[0]
+            if isinstance(first, torch.Tensor):
+                moved = [sim.tag(t.clone(), index, new=False) for t in items]
+                return torch.cat(moved, self.dim) if first.dim() else torch.stack(moved)
+            if isinstance(first, dict):
+                return type(first)({k: join([d[k] for d in items]) for k in first})
+            if isinstance(first, (list, tuple)):
+                return type(first)(join(list(parts)) for parts in zip(*items))
+            return first
+
+        return join(outputs)
+
+    return gather
+
+
+# ---------------------------------------------------------------- the mode
+_MOVE_PROPS = {"device", "is_cuda", "data", "grad"}
+# ops torch allows across devices (they copy into their first argument)
+_CROSS_DEVICE_OK = {"_has_compatible_shallow_copy_type", "copy_", "__setitem__", "set_",
+                    "is_set_to", "__repr__", "__format__", "__str__", "_is_view", "data_ptr",
+                    "size", "dim", "numel", "element_size", "is_floating_point", "requires_grad_",
+                    "detach", "detach_", "__len__", "__bool__", "item", "tolist", "__hash__",
+                    "_version", "is_contiguous", "stride", "storage_offset", "_grad_fn"}
+
+
+def _make_mode(sim: Simulator):
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    Tensor = torch.Tensor
+
+    def tensors_in(obj, out):
+        if isinstance(obj, Tensor):
+            out.append(obj)
+        elif isinstance(obj, (list, tuple)):
+            for o in obj:
+                tensors_in(o, out)
+        elif isinstance(obj, dict):
+            for o in obj.values():
+                tensors_in(o, out)
+        return out
+
+    def common_device(func_name, args, kwargs) -> Optional[int]:
+        found = tensors_in(args, [])
+        tensors_in(kwargs, found)
+        devices = []
+        for t in found:
+            index = getattr(t, _TAG, None)
+            if index is None and t.dim() == 0:
+                continue  # a 0-dim CPU tensor may mix with CUDA tensors, as in torch
+            if index not in devices:
+                devices.append(index)
+        if len(devices) > 1:
+            names = ["cpu" if d is None else f"cuda:{d}" for d in devices[:2]]
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"{names[0]} and {names[1]}! (when checking argument for {func_name})")
+        if devices:
+            return devices[0]
+        # only 0-dim CPU tensors, or none at all
+        tagged = [getattr(t, _TAG, None) for t in found if getattr(t, _TAG, None) is not None]
+        return tagged[0] if tagged else None
+
+    def parse_to(args, kwargs):
+        """The device a Tensor.to(...) call asks for: (found, device)."""
+        device = kwargs.get("device", None)
+        if "device" in kwargs:
+            return True, device
+        for a in args:
+            if isinstance(a, (str, torch.device, int)) and not isinstance(a, bool):
+                return True, a
+            if isinstance(a, Tensor):
+                index = getattr(a, _TAG, None)
+                return True, "cpu" if index is None else torch.device("cuda", index)
+        return False, None
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types_, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            name = getattr(func, "__name__", "")
+            owner = getattr(func, "__self__", None)
+            if name in ("__get__", "__set__") and getattr(owner, "__name__", None) in _MOVE_PROPS:
+                return self._prop(owner.__name__, name, func, args)
+            if func is Tensor.cuda:
+                return self._move(args[0], *self._cuda_target(args, kwargs), kwargs, cuda_call=True)
+            if func is Tensor.cpu:
+                return self._move(args[0], None, False, {}, cuda_call=False)
+            if func is Tensor.to:
+                found, device = parse_to(args[1:], kwargs)
+                rest = [a for a in args[1:] if not (isinstance(a, (str, torch.device, int, Tensor))
+                                                     and not isinstance(a, bool))]
+                kw = {k: v for k, v in kwargs.items() if k != "device"}
+                if not found:
+                    out = func(args[0], *rest, **kw)
+                    return sim.tag(out, getattr(args[0], _TAG, None), new=False)
+                index, implicit = sim.resolve(device)
+                return self._move(args[0], index, implicit, kw, cuda_call=False, rest=rest)
+            if func is Tensor.get_device:
+                index = getattr(args[0], _TAG, None)
+                return -1 if index is None else index
+            if func is Tensor.pin_memory:
+                return sim.tag(args[0].clone(), None, new=False)
+            if func is Tensor.is_pinned:
+                return False
+            if "device" in kwargs and kwargs["device"] is not None:
+                index, implicit = sim.resolve(kwargs["device"])
+                kwargs["device"] = "cpu"
+                out = func(*args, **kwargs)
+                return sim.tag(out, index, implicit)
+            if name in _CROSS_DEVICE_OK:
+                out = func(*args, **kwargs)  # a copy into self: self's device wins
+                if args and isinstance(args[0], Tensor) and isinstance(out, Tensor):
+                    sim.tag(out, getattr(args[0], _TAG, None), new=False)
+                return out
+            if name == "numpy" and args and getattr(args[0], _TAG, None) is not None:
+                raise TypeError(f"can't convert cuda:{getattr(args[0], _TAG)} device type tensor to numpy. "
+                                "Use Tensor.cpu() to copy the tensor to host memory first.")
+            index = common_device(getattr(func, "__qualname__", name), args, kwargs)
+            out = func(*args, **kwargs)
+            if index is not None:
+                sim.tag(out, index, new=False)
+            return out
+
+        def _cuda_target(self, args, kwargs):
+            device = kwargs.pop("device", None)
+            if device is None and len(args) > 1:
+                device = args[1]
+            return sim.resolve(device)
+
+        def _move(self, t, index, implicit, kwargs, cuda_call, rest=()):
+            if index is not None and index >= sim.state.gpus:
+                raise _invalid_ordinal()
+            current = getattr(t, _TAG, None)
+            dtype_change = any(isinstance(a, torch.dtype) for a in rest) or "dtype" in kwargs
+            kw = {k: v for k, v in kwargs.items() if k in ("dtype", "copy", "memory_format")}
+            if current == index and not dtype_change and not kw.get("copy"):
+                return t  # nothing moves: torch returns the tensor itself
+            with torch._C.DisableTorchFunction():
+                out = t.to("cpu", *rest, copy=True, **{k: v for k, v in kw.items() if k != "copy"})
+            return sim.tag(out, index, implicit)
+
+        def _prop(self, prop, kind, func, args):
+            t = args[0]
+            if kind == "__get__":
+                index = getattr(t, _TAG, None)
+                if prop == "device":
+                    return torch.device("cpu") if index is None else torch.device("cuda", index)
+                if prop == "is_cuda":
+                    return index is not None
+                out = func(*args)
+                if out is not None:
+                    sim.tag(out, index, new=False)  # .data and .grad live where the tensor lives
+                return out
+            value = args[1] if len(args) > 1 else None
+            func(*args)
+            if prop == "data" and isinstance(value, Tensor):
+                sim.tag(t, getattr(value, _TAG, None), new=False)
+            return None
+
+    return Mode()
+
+
+@contextlib.contextmanager
+def simulate(gpus: int = 2, record: bool = False):
+    with Simulator(gpus, record) as sim:
+        yield sim

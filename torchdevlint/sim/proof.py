@@ -1,0 +1,128 @@
+"""Proof by running torch: run a fixture program for real on CPU torch and under the
+simulator with several GPU counts, and compare an original with its rewrite.
+
+``python -m torchdevlint.sim.proof PROGRAM`` prints one JSON object: for the real CPU
+run and for each simulated GPU count, either the error (type and message) or the
+placement and a hash of the value of every parameter, buffer and tensor that
+``main()`` returns. Each program runs in a subprocess of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import runpy
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+GPU_COUNTS = (1, 2, 4)
+
+
+def _collect(obj, prefix: str, out: Dict[str, List[str]]) -> None:
+    import torch
+
+    from . import device_of
+
+    def record(name: str, t) -> None:
+        data = t.detach()
+        with torch._C.DisableTorchFunction():
+            raw = data.contiguous().view(torch.uint8) if data.dim() else data.reshape(1).view(torch.uint8)
+            digest = hashlib.sha256(raw.numpy().tobytes()).hexdigest()[:16]
+        out[name] = [device_of(t), str(t.dtype), str(tuple(t.shape)), digest]
+
+    if isinstance(obj, torch.nn.Module):
+        for name, p in obj.named_parameters():
+            record(f"{prefix}.{name}", p)
+        for name, b in obj.named_buffers():
+            record(f"{prefix}.{name}", b)
+    elif isinstance(obj, torch.Tensor):
+        record(prefix, obj)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _collect(v, f"{prefix}.{k}", out)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _collect(v, f"{prefix}[{i}]", out)
+
+
+def run_once(path: str, gpus: Optional[int]) -> dict:
+    """Run ``main()`` of ``path``: for real (gpus=None) or under the simulator."""
+    import torch
+
+    from . import Simulator
+
+    torch.manual_seed(0)
+    out: Dict[str, List[str]] = {}
+    try:
+        if gpus is None:
+            result = runpy.run_path(path, run_name="__tdl_fixture__")["main"]()
+            _collect(result, "main()", out)
+        else:
+            with Simulator(gpus):
+                result = runpy.run_path(path, run_name="__tdl_fixture__")["main"]()
+                _collect(result, "main()", out)
+    except Exception as exc:  # the program's failure is data here
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return {"error": f"{type(exc).__name__}: {first}"}
+    return {"values": out}
+
+
+def run_program(path: str) -> dict:
+    report = {"cpu": run_once(path, None)}
+    for n in GPU_COUNTS:
+        report[f"sim{n}"] = run_once(path, n)
+    return report
+
+
+def run_in_subprocess(path: str, timeout: int = 120) -> dict:
+    r = subprocess.run([sys.executable, "-m", "torchdevlint.sim.proof", path],
+                       capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"proof runner failed on {path}: {r.stderr.strip()[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    problems: List[str]
+    original: dict
+    fixed: dict
+
+
+def compare(original: dict, fixed: dict, original_fails_on_cpu: bool = True,
+            fixed_runs_on_cpu: bool = True) -> Verdict:
+    """Checks (d), (e) and (f) of the proof: see tests/test_proof.py."""
+    problems = []
+    if original_fails_on_cpu and "error" not in original["cpu"]:
+        problems.append("the original was expected to fail on CPU torch but ran")
+    if fixed_runs_on_cpu and "error" in fixed["cpu"]:
+        problems.append(f"the rewrite does not run on CPU torch: {fixed['cpu']['error']}")
+    for n in GPU_COUNTS:
+        a, b = original[f"sim{n}"], fixed[f"sim{n}"]
+        if a != b:
+            problems.append(f"with {n} simulated GPU{'s' if n > 1 else ''}: " + _difference(a, b))
+    if all("error" in original[f"sim{n}"] for n in GPU_COUNTS):
+        problems.append("the original fails under every simulated GPU count: nothing was compared")
+    return Verdict(not problems, problems, original, fixed)
+
+
+def _difference(a: dict, b: dict) -> str:
+    if "error" in a or "error" in b:
+        return f"original -> {a.get('error', 'ran')}; rewrite -> {b.get('error', 'ran')}"
+    va, vb = a["values"], b["values"]
+    for key in sorted(set(va) | set(vb)):
+        if va.get(key) != vb.get(key):
+            return f"{key}: original {va.get(key)} vs rewrite {vb.get(key)}"
+    return "different results"
+
+
+def prove(original_path: str, fixed_path: str, **expectations) -> Verdict:
+    """Run both programs (a subprocess each) and compare them."""
+    return compare(run_in_subprocess(original_path), run_in_subprocess(fixed_path), **expectations)
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_program(sys.argv[1])))

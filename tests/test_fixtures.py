@@ -46,3 +46,21 @@ def test_safe_fixes_are_a_subset(path):
     n_safe = sum(1 for v in before if v.fix and v.fix.applies(False))
     assert sum(safe.applied.values()) >= n_safe if n_safe else not safe.changed
     assert fixed(safe.text, unsafe=False) == safe.text
+
+
+def test_the_prefilter_never_loses_a_finding(monkeypatch):
+    """Findings with and without the prefilter are identical on every fixture and on
+    every rule example."""
+    from torchdevlint import engine
+    from torchdevlint.engine import RULES
+
+    texts = [p.read_text(encoding="utf-8") for p in PROGRAMS]
+    texts += list(v for r in RULES for v in r.VALID) + [e.code for r in RULES for e in r.INVALID]
+    with_prefilter = [findings(t) for t in texts]
+    from torchdevlint.rules.base import Rule
+
+    monkeypatch.setattr(Rule, "may_fire", classmethod(lambda cls, data: True))
+    without = [findings(t) for t in texts]
+    assert with_prefilter == without
+    # and it is not a no-op: a torch file without CUDA device APIs is skipped
+    assert not engine.RULES[0].may_fire("import torch\nx = torch.zeros(3, device=device)\n")

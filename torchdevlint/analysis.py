@@ -189,8 +189,9 @@ _LOCAL_RANK_HINTS = ("local_rank", "localrank", "rank")
 class Analysis:
     """Facts about one module. Build with ``Analysis(module)``."""
 
-    def __init__(self, module: cst.Module, device_name: str = "device"):
+    def __init__(self, module: cst.Module, device_name: str = "device", text: Optional[str] = None):
         self.module = module
+        self.text = module.code if text is None else text  # LibCST round-trips exactly
         self.device_name = device_name
         collector = _Collector()
         module.visit(collector)
@@ -848,14 +849,16 @@ class _Collector(cst.CSTVisitor):
         self.names_used: Set[str] = set()
         self.skip_names: Set[cst.CSTNode] = set()
         self.order: Dict[cst.CSTNode, int] = {}
+        self.top_level: Set[cst.CSTNode] = set()
         self.scope_of: Dict[cst.CSTNode, Scope] = {}
         self.counter = 0
         self.open_calls: List[CallSite] = []
 
-    # every node gets a document-order index
+    # every node gets a document-order index; only top-level statements keep theirs
     def on_visit(self, node: cst.CSTNode) -> bool:
         self.counter += 1
-        self.order[node] = self.counter
+        if node in self.top_level:
+            self.order[node] = self.counter
         return super().on_visit(node)
 
     @property
@@ -875,6 +878,7 @@ class _Collector(cst.CSTVisitor):
         (scope or self.scope).bind(Binding(name, kind, value, self.counter))
 
     def visit_Module(self, node: cst.Module) -> None:
+        self.top_level = set(node.body)
         self.module_scope = Scope("module", node, None, "<module>")
         self._push(self.module_scope)
 

@@ -36,13 +36,9 @@ _RECURSION_LIMIT = 50_000
 T = TypeVar("T")
 
 
-def triggers(codes: FrozenSet[str]) -> Tuple[str, ...]:
-    return tuple(sorted({t for r in RULES if r.code in codes for t in r.triggers}))
-
-
-def may_match(text: str, codes: FrozenSet[str]) -> bool:
-    """The prefilter: can any selected rule fire on this text at all?"""
-    return any(t in text for t in triggers(codes))
+def may_match(data, codes: FrozenSet[str]) -> bool:
+    """The prefilter (on str or bytes): can any selected rule fire on this text at all?"""
+    return any(r.may_fire(data) for r in RULES if r.code in codes)
 
 
 def tool_finding(code: str, message: str, line: int = 1, column: int = 0,
@@ -82,8 +78,8 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
     """Findings for one module's text, sorted, with ``# noqa`` applied (flake8 applies
     its own, so its plugin passes ``apply_noqa=False``)."""
     codes = settings.enabled_codes(filename)
-    rules = [r for r in RULES if r.code in codes]
-    if not rules or not may_match(text, codes):
+    rules = [r for r in RULES if r.code in codes and r.may_fire(text)]  # rules that need less get less
+    if not rules:
         return []
     found = run_big_stack(_analyse, text, rules, settings.device_name)
     found = [v for v in found if v.code in codes]
@@ -106,7 +102,7 @@ def _analyse(text: str, rules: Sequence[Rule], device_name: str) -> List[Violati
         line, col = _libcst_position(exc)
         return [tool_finding("TDL900", f"LibCST cannot parse this file: {exc.message}", line, col)]
     try:
-        analysis = Analysis(module, device_name)
+        analysis = Analysis(module, device_name, text)
     except RecursionError:
         return [tool_finding("TDL902", "the file is nested too deeply to analyse")]
     found: List[Violation] = []

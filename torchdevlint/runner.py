@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import __version__
-from .engine import check_source, fix_source, tool_finding, triggers
+from .engine import check_source, fix_source, may_match, tool_finding
 from .model import Applicability, Edit, Fix, Violation
 from .settings import ConfigError, Settings
 from .source import DecodeError, decode
@@ -99,8 +99,7 @@ def process(job: Job) -> FileResult:
             result.parsed = True
             return result
     codes = job.settings.enabled_codes(job.path)
-    needles = [t.encode("ascii") for t in triggers(codes)]
-    if not any(n in data for n in needles):
+    if not may_match(data, codes):
         return result  # the prefilter: nothing in this file can match
     try:
         source = decode(data)
@@ -296,7 +295,6 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
     pending: List[Job] = []
     digests: Dict[str, str] = {}
     bar = Progress(len(paths), "torchdevlint " + mode, progress)
-    codes_cache: Dict[frozenset, List[bytes]] = {}
     for path in paths:
         job = Job(path, mode, unsafe, settings)
         if mode == "check" and cache is not None and cache.enabled:
@@ -306,9 +304,7 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
             except OSError:
                 pending.append(job)
                 continue
-            codes = settings.enabled_codes(path)
-            needles = codes_cache.setdefault(codes, [t.encode("ascii") for t in triggers(codes)])
-            if not any(n in data for n in needles):
+            if not may_match(data, settings.enabled_codes(path)):
                 results[path] = FileResult(path)
                 bar.advance()
                 continue

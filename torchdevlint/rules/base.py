@@ -34,7 +34,10 @@ class Rule:
     example: ClassVar[str]
     use_instead: ClassVar[str]
     fix_safety: ClassVar[str]
+    # The prefilter: substrings without which the rule cannot fire. ``triggers`` are
+    # alternatives (any one suffices); ``also_requires``, when set, must match too.
     triggers: ClassVar[Tuple[str, ...]] = ()
+    also_requires: ClassVar[Tuple[str, ...]] = ()
     fixable: ClassVar[str] = "never"  # always | sometimes | never
     fix_priority: ClassVar[int] = 1  # lower applies first when fixes overlap
     VALID: ClassVar[Sequence[str]] = ()
@@ -42,6 +45,16 @@ class Rule:
 
     def check(self, ctx: "Context") -> Iterable[Violation]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    @classmethod
+    def may_fire(cls, data) -> bool:
+        """The prefilter on raw text (str or bytes): False means this rule cannot fire."""
+        def found(words: Tuple[str, ...]) -> bool:
+            if isinstance(data, bytes):
+                return any(w.encode("ascii") in data for w in words)
+            return any(w in data for w in words)
+
+        return found(cls.triggers) and (not cls.also_requires or found(cls.also_requires))
 
     @classmethod
     def docs(cls) -> str:
@@ -139,7 +152,7 @@ class Context:
         pos = (line + 1, 0)
         if line >= self._last_line():
             # the import is on the last line: there may be no newline after it
-            if not module.code.endswith(("\n", "\r")):
+            if not self.analysis.text.endswith(("\n", "\r")):
                 return [Edit(self.end(insert_after), self.end(insert_after), newline + text.rstrip("\r\n"))]
         return [Edit(pos, pos, text)]
 
@@ -147,7 +160,7 @@ class Context:
         return (self.analysis.range(stmt).start.line, 0)
 
     def _last_line(self) -> int:
-        code = self.analysis.module.code
+        code = self.analysis.text
         return code.count("\n") + (0 if code.endswith("\n") else 1)
 
 

@@ -108,7 +108,7 @@ def plan_device_block(ctx: Context, site: CallSite, fn: FunctionInfo) -> Union[E
         leading_lines=line.leading_lines,
     )
     new_fn = node.with_changes(body=node.body.with_changes(body=body[:i] + [block]))
-    old = a.module.code
+    old = a.text
     new = a.module.deep_replace(node, new_fn).code  # type: ignore[union-attr]
     index = LineIndex(old)
     # the edit runs from the set_device statement to the end of the function, so that

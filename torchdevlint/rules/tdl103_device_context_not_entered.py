@@ -13,7 +13,8 @@ class DeviceContextNotEntered(Rule):
     code = "TDL103"
     name = "device-context-not-entered"
     summary = "`torch.cuda.device(i)` is a context manager: called alone it does nothing"
-    triggers = ("device(", "device_of(", "device_index(")
+    # every import form of torch.cuda.device / device_of / accelerator.device_index
+    triggers = ("cuda.device(", "device_of(", "device_index(", "from torch.cuda import", "torch.cuda as")
     fixable = "never"
     what = """
         `torch.cuda.device(i)`, `torch.cuda.device_of(t)` or

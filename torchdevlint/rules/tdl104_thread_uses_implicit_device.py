@@ -18,6 +18,7 @@ class ThreadUsesImplicitDevice(Rule):
     name = "thread-uses-implicit-device"
     summary = "a thread does CUDA work on the implicit device: it runs on cuda:0"
     triggers = ("Thread", "Executor", "run_in_executor", "to_thread")
+    also_requires = (".cuda(", "cuda'", 'cuda"', "pin_memory")
     fixable = "never"
     what = """
         A thread target (as in TDL102) that does CUDA work with an implicit device

@@ -12,6 +12,7 @@ crash LibCST's native parser) -> one LibCST parse -> shared analysis -> rules ->
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 import sys
 import threading
@@ -57,16 +58,17 @@ def run_big_stack(fn: Callable[..., T], *args) -> T:
         except BaseException as exc:  # re-raised in the caller's thread
             out["error"] = exc
 
-    if sys.getrecursionlimit() < _RECURSION_LIMIT:
-        sys.setrecursionlimit(_RECURSION_LIMIT)
+    old_limit = sys.getrecursionlimit()
     old = threading.stack_size()
     threading.stack_size(_STACK_SIZE)
     try:
+        sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
         worker = threading.Thread(target=target, name="torchdevlint-engine")
         worker.start()
+        worker.join()
     finally:
         threading.stack_size(old)
-    worker.join()
+        sys.setrecursionlimit(old_limit)
     if "error" in out:
         raise out["error"]  # type: ignore[misc]
     return out["value"]  # type: ignore[return-value]
@@ -81,7 +83,10 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
     rules = [r for r in RULES if r.code in codes and r.may_fire(text)]  # rules that need less get less
     if not rules:
         return []
-    found = run_big_stack(_analyse, text, rules, settings.device_name)
+    # CPython's own parser first, at the normal recursion limit: exact syntax errors,
+    # and inputs too deep for it never reach LibCST (whose parser crashes on them)
+    error = python_syntax_error(text)
+    found = [error] if error is not None else run_big_stack(_analyse, text, rules, settings.device_name)
     found = [v for v in found if v.code in codes]
     noqa = noqa_map(text) if found and apply_noqa else {}
     kept = [
@@ -93,9 +98,6 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
 
 
 def _analyse(text: str, rules: Sequence[Rule], device_name: str) -> List[Violation]:
-    error = python_syntax_error(text)
-    if error is not None:
-        return [error]
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
@@ -125,6 +127,8 @@ def python_syntax_error(text: str) -> Optional[Violation]:
         line = exc.lineno or 1
         col = max((exc.offset or 1) - 1, 0)
         message = exc.msg
+        if "\0" in text and "null bytes" in message:
+            line, col = text[: text.find("\0")].count("\n") + 1, 0
         if isinstance(exc, IndentationError) or "indent" in message:
             message = f"{type(exc).__name__}: {message}"
         return tool_finding("TDL900", f"invalid syntax: {message}", line, col)
@@ -195,20 +199,21 @@ def _choose(found: List[Violation], text: str, unsafe: bool) -> List[Violation]:
         (v for v in found if v.fix is not None and v.fix.applies(unsafe)),
         key=lambda v: (BY_CODE[v.code].fix_priority, v.start, v.code),
     )
-    taken: List[Tuple[int, int, Edit]] = []
+    taken: List[Tuple[int, int]] = []  # sorted, disjoint: overlap tests are bisections
     taken_set = set()
     defined: Dict[str, Fix] = {}
     chosen = []
     for v in candidates:
         fix = v.fix
         assert fix is not None
-        spans = [(index.offset(e.start), index.offset(e.end), e) for e in fix.edits if e not in taken_set]
-        if any(_overlap(a, b) for a in spans for b in taken):
+        spans = [(index.offset(e.start), index.offset(e.end)) for e in fix.edits if e not in taken_set]
+        if any(_conflicts(span, taken) for span in spans) or _self_overlap(spans):
             continue
         if any(n in defined and _defining(defined[n], n) != _defining(fix, n) for n in fix.defines):
             continue  # two different definitions of one name: the later waits a round
         chosen.append(v)
-        taken.extend(spans)
+        for span in spans:
+            bisect.insort(taken, span)
         taken_set.update(fix.edits)
         for n in fix.defines:
             defined.setdefault(n, fix)
@@ -221,8 +226,18 @@ def _defining(fix: Fix, name: str) -> FrozenSet[Edit]:
     return frozenset(e for e in fix.edits if pattern.search(e.content))
 
 
-def _overlap(a: Tuple[int, int, Edit], b: Tuple[int, int, Edit]) -> bool:
-    (s1, e1, _), (s2, e2, _) = a, b
+def _conflicts(span: Tuple[int, int], taken: List[Tuple[int, int]]) -> bool:
+    i = bisect.bisect_left(taken, span)
+    return any(_overlap(span, taken[j]) for j in (i - 1, i, i + 1) if 0 <= j < len(taken))
+
+
+def _self_overlap(spans: List[Tuple[int, int]]) -> bool:
+    ordered = sorted(spans)
+    return any(_overlap(a, b) for a, b in zip(ordered, ordered[1:]))
+
+
+def _overlap(a: Tuple[int, int], b: Tuple[int, int]) -> bool:
+    (s1, e1), (s2, e2) = a, b
     if s1 == e1 and s2 == e2:
         return s1 == s2
     if s1 == e1:
@@ -293,15 +308,34 @@ def _masked_dump(text: str, regions: List[Tuple[int, int]], inserted: List[Tuple
             return s < rs < e
         return rs < e and s < re_
 
+    inserted_sorted = sorted(inserted)
+
+    def inserted_hits(s: int, e: int) -> List[Tuple[int, int]]:
+        i = bisect.bisect_right(inserted_sorted, (s, len(text) + 1))
+        return inserted_sorted[max(i - 1, 0):i]
+
+    ordered = sorted(regions)
+    ends = [re_ for _, re_ in ordered]  # disjoint regions: ends are sorted too
+
+    def hits_of(s: int, e: int) -> List[Tuple[int, int]]:
+        out = []
+        for j in range(max(bisect.bisect_left(ends, s) - 1, 0), len(ordered)):
+            rs, re_ = ordered[j]
+            if rs > e:
+                break
+            if touches(s, e, rs, re_):
+                out.append((rs, re_))
+        return out
+
     def rewrite(body: List[ast.stmt]) -> List[ast.stmt]:
         out: List[ast.stmt] = []
         for stmt in body:
             s, e = span(stmt)
-            hits = [(rs, re_) for rs, re_ in regions if touches(s, e, rs, re_)]
+            hits = hits_of(s, e)
             if not hits:
                 out.append(stmt)
                 continue
-            if any(is_ <= s and e <= ie for is_, ie in inserted):
+            if any(is_ <= s and e <= ie for is_, ie in inserted_hits(s, e)):
                 continue  # a statement the fix inserted
             blocks = [(span(b[0])[0], span(b[-1])[1]) for b in _child_blocks(stmt)]
             if blocks and all(any(_within(rs, re_, *blk) for blk in blocks) for rs, re_ in hits):

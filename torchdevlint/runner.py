@@ -69,11 +69,11 @@ def discover(paths: Sequence[str], settings: Settings, force_exclude: bool = Fal
                     if not settings.excluded(os.path.join(folder, d, "x"))
                 )
                 for name in sorted(files):
-                    full = os.path.join(folder, name)
+                    full = os.path.normpath(os.path.join(folder, name))
                     if name.endswith(PY_SUFFIXES) and not settings.excluded(full) and full not in seen:
                         seen.add(full)
                         found.append(full)
-            found.extend(u for u in unlistable if u not in seen)  # reported as TDL904
+            found.extend(os.path.normpath(u) for u in unlistable if u not in seen)  # reported as TDL904
         else:
             if force_exclude and settings.excluded(path):
                 continue

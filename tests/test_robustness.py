@@ -1,0 +1,220 @@
+"""Robustness: no crash on any input, no byte lost by ``fix``."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from helpers import cli
+from torchdevlint import engine, runner
+from torchdevlint.model import Applicability, Edit, Fix
+from torchdevlint.settings import Settings
+
+CUDA = "import torch\nx = torch.zeros(3).cuda()\n"
+
+
+def _check(tmp_path, name: str, data: bytes, *extra):
+    (tmp_path / name).write_bytes(data)
+    (tmp_path / "ok.py").write_text(CUDA)  # the run must go on with the other files
+    r = cli("check", ".", "--no-cache", *extra, cwd=tmp_path)
+    out, err = r.stdout.decode(), r.stderr.decode()
+    assert "Traceback" not in out + err
+    assert "ok.py:2:5: TDL001" in out
+    return r, [line for line in out.splitlines() if line.startswith(f"{name}:")]
+
+
+def test_empty_file(tmp_path):
+    r, lines = _check(tmp_path, "empty.py", b"")
+    assert lines == [] and r.returncode == 1
+
+
+def test_nul_bytes(tmp_path):
+    _, lines = _check(tmp_path, "nul.py", b"import torch\nx = 1\x00\ny.cuda()\n")
+    assert len(lines) == 1 and " TDL900 " in lines[0] and "null bytes" in lines[0]
+
+
+def test_invalid_utf8_without_declaration(tmp_path):
+    _, lines = _check(tmp_path, "bad.py", b"import torch\ns = '\xc3\x28'\nm.cuda()\n")
+    assert lines == ["bad.py:2:1: TDL901 cannot decode byte 0xc3 as utf-8 (declare the file's encoding "
+                     "with a PEP 263 comment, or re-save it as UTF-8)"]
+
+
+def test_unknown_encoding_declaration(tmp_path):
+    _, lines = _check(tmp_path, "enc.py", b"# -*- coding: klingon -*-\nm.cuda()\n")
+    assert len(lines) == 1 and " TDL901 " in lines[0] and "klingon" in lines[0]
+
+
+def test_binary_file_named_py(tmp_path):
+    data = bytes(range(256)) * 4 + b".cuda(" + bytes(range(255, -1, -1)) * 4
+    _, lines = _check(tmp_path, "blob.py", data)
+    assert len(lines) == 1 and (" TDL901 " in lines[0] or " TDL900 " in lines[0])
+
+
+def test_5000_deep_parentheses_do_not_crash(tmp_path):
+    # LibCST's native parser segfaults on this; CPython's parser gates it
+    _, lines = _check(tmp_path, "deep.py", b"x = " + b"(" * 5000 + b"1" + b")" * 5000 + b"\ny.cuda()\n")
+    assert len(lines) == 1 and "TDL900" in lines[0] and "too many nested parentheses" in lines[0]
+
+
+def test_deep_expression_chains_do_not_crash(tmp_path):
+    _, lines = _check(tmp_path, "chain.py", b"x = " + b"+".join([b"1"] * 100_000) + b"\ny.cuda()\n")
+    assert len(lines) == 1 and "TDL900" in lines[0]
+
+
+def test_python2_and_tab_errors(tmp_path):
+    _, lines = _check(tmp_path, "py2.py", b'print "x"\nm.cuda()\n')
+    assert lines and "Missing parentheses in call to 'print'" in lines[0]
+    _, lines = _check(tmp_path, "tabs.py", b"if True:\n\tx = 1\n        y.cuda()\n")
+    assert lines and "TDL900" in lines[0] and "TabError" in lines[0]
+
+
+def test_symlink_loop_in_the_tree(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    os.symlink(tmp_path / "pkg", tmp_path / "pkg" / "loop")
+    os.symlink("self.py", tmp_path / "pkg" / "self.py")  # a file link that points at itself
+    r, _ = _check(tmp_path, "x.py", b"")
+    out = r.stdout.decode()
+    assert "pkg/self.py:1:1: TDL904 cannot read: too many levels of symbolic links" in out
+
+
+def test_thirty_thousand_findings(tmp_path):
+    body = "import torch\n" + "torch.zeros(1).cuda()\n" * 30_000
+    f = tmp_path / "many.py"
+    f.write_text(body)
+    r = cli("check", "many.py", "--statistics", cwd=tmp_path)
+    assert r.stdout.decode() == "30000  TDL001  [*] bare-cuda-call\n"
+    r = cli("fix", "many.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = f.read_text()
+    assert text.count(".to(device)") == 30_000 and ".cuda()" not in text
+
+
+def test_unreadable_file_is_reported_and_the_run_goes_on(tmp_path, monkeypatch):
+    (tmp_path / "a.py").write_text(CUDA)
+    (tmp_path / "b.py").write_text(CUDA)
+    real_open = open
+
+    def guarded(path, *a, **k):
+        if str(path).endswith("a.py"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr("builtins.open", guarded)
+    results = runner.run(sorted(str(p) for p in tmp_path.glob("*.py")), "check", Settings())
+    assert [(v.code, v.message) for v in results[0].violations] == [("TDL904", "cannot read: permission denied")]
+    assert [v.code for v in results[1].violations] == ["TDL001"]
+
+
+def test_unwritable_file_is_reported_and_nothing_is_left_behind(tmp_path, monkeypatch):
+    f = tmp_path / "a.py"
+    f.write_text(CUDA)
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    [result] = runner.run([str(f)], "fix", Settings())
+    assert not result.changed
+    assert [(v.code, v.message) for v in result.violations if v.code == "TDL904"] == [
+        ("TDL904", "not written: permission denied")]
+    assert f.read_text() == CUDA
+    assert [p.name for p in tmp_path.iterdir()] == ["a.py"]
+
+
+def test_file_changed_between_read_and_write_is_skipped(tmp_path, monkeypatch):
+    f = tmp_path / "a.py"
+    f.write_text(CUDA)
+    real_fix = runner.fix_source
+
+    def fix_while_someone_edits(text, *a, **k):
+        f.write_text(CUDA + "# edited meanwhile\n")
+        return real_fix(text, *a, **k)
+
+    monkeypatch.setattr(runner, "fix_source", fix_while_someone_edits)
+    [result] = runner.run([str(f)], "fix", Settings())
+    assert not result.changed
+    assert any(v.code == "TDL904" and "changed while it was being fixed" in v.message for v in result.violations)
+    assert f.read_text() == CUDA + "# edited meanwhile\n"
+
+
+def test_a_fix_that_damages_code_elsewhere_is_rejected(monkeypatch):
+    """The AST-equivalence check: an edit that strays outside the reported statement."""
+    real = engine._analyse
+
+    def sabotaged(text, rules, device_name):
+        found = real(text, rules, device_name)
+        out = []
+        for v in found:
+            if v.fix is not None:
+                # a buggy fix that captures the next statement into a new block
+                stray = Edit((3, 0), (3, 0), "if False:\n    ")
+                v = type(v)(v.code, v.name, v.message, v.start, v.end,
+                            Fix(Applicability.SAFE, v.fix.message, v.fix.edits + (stray,)))
+            out.append(v)
+        return out
+
+    monkeypatch.setattr(engine, "_analyse", sabotaged)
+    text = "import torch\nx = torch.zeros(3).cuda()\ny = 2\n"
+    outcome = engine.fix_source(text)
+    assert outcome.text == text and not outcome.changed
+    assert [v.code for v in outcome.rejected] == ["TDL903"]
+    assert "differs from the original outside the rewritten statements" in outcome.rejected[0].message
+
+
+def test_a_fix_that_does_not_compile_is_rejected(monkeypatch):
+    real = engine._analyse
+
+    def broken(text, rules, device_name):
+        return [type(v)(v.code, v.name, v.message, v.start, v.end,
+                        Fix(Applicability.SAFE, "x", (Edit(v.start, v.end, "to(device"),)))
+                for v in real(text, rules, device_name)]
+
+    monkeypatch.setattr(engine, "_analyse", broken)
+    outcome = engine.fix_source(CUDA)
+    assert not outcome.changed and "does not compile" in outcome.rejected[0].message
+
+
+def test_a_crashing_rule_is_an_internal_error_finding_not_a_crash(monkeypatch):
+    from torchdevlint.rules.tdl201_data_parallel_implicit_devices import DataParallelImplicitDevices
+
+    def boom(self, ctx):
+        raise KeyError("oops")
+
+    monkeypatch.setattr(DataParallelImplicitDevices, "check", boom)
+    found = engine.check_source("import torch\nm = torch.nn.DataParallel(x).cuda()\n")
+    assert [(v.code, v.message) for v in found] == [
+        ("TDL902", "TDL201 failed on this file: KeyError: 'oops'")]
+
+
+def test_mode_bits_kept_for_executable_scripts(tmp_path):
+    f = tmp_path / "run.py"
+    f.write_text("#!/usr/bin/env python\n" + CUDA)
+    os.chmod(f, 0o755)
+    cli("fix", "run.py", cwd=tmp_path)
+    assert stat.S_IMODE(os.stat(f).st_mode) == 0o755 and ".to(device)" in f.read_text()
+
+
+@pytest.mark.parametrize("lines", [50_000])
+def test_a_huge_file_is_handled_with_bounded_memory(tmp_path, lines):
+    """50k lines, few findings (the usual shape): measured time and peak memory."""
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    body = ["import torch", "", "def f(x):", "    return x.cuda()", ""]
+    body += [f"v{i} = {i} * 2 + len('abc')" for i in range(lines - len(body))]
+    f = tmp_path / "huge.py"
+    f.write_text("\n".join(body) + "\n")
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, "-c",
+                        "import resource, sys\nfrom torchdevlint.cli import main\nrc = main(['check', 'huge.py', '-q', '--no-cache'])\n"
+                        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\nsys.exit(rc)"],
+                       cwd=tmp_path, capture_output=True, text=True)
+    elapsed = time.monotonic() - start
+    assert r.returncode == 1 and "huge.py:4:12: TDL001" in r.stdout
+    peak_mb = int(r.stderr.strip().splitlines()[-1]) / 1024
+    print(f"50k lines: {elapsed:.1f}s, peak RSS {peak_mb:.0f} MB")
+    assert elapsed < 120 and peak_mb < 2048

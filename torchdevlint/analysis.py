@@ -183,7 +183,7 @@ _MODULE_CONSTRUCTOR_PREFIXES = ("torch.nn.", "torchvision.models.", "timm.create
 _NOT_MODULE_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
                                       "torch.nn.init", "torch.nn.functional", "torch.nn.utils"})
 _CYCLE = "<cycle>"  # a name whose value depends on itself, while it is being typed
-_LOCAL_RANK_HINTS = ("local_rank", "localrank", "rank")
+_LOCAL_RANK_HINTS = ("local_rank", "localrank", "rank", "device_id")  # device_id: fairseq, deepspeed
 
 
 class Analysis:

@@ -23,7 +23,7 @@ class GlobalSetDevice(Rule):
         initialises a process group, directly or through a local helper such as
         `ddp_setup()`; inside a function started by `mp.spawn`,
         `multiprocessing.Process(target=...)` or a process pool, or a helper it calls;
-        when the index derives from `LOCAL_RANK`/`local_rank`/`rank` in a module that
+        when the index derives from `LOCAL_RANK`/`local_rank`/`rank`/`device_id` in a module that
         uses `torch.distributed`. Inside a thread it is TDL102 instead.
     """
     why = """
@@ -57,6 +57,8 @@ class GlobalSetDevice(Rule):
         "def run(gpu, args):\n    torch.cuda.set_device(gpu)\nmp.spawn(run, args=(1,), nprocs=2)\n",
         "import os, torch\nimport torch.distributed as dist\n"
         "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n",
+        "import torch\nimport torch.distributed as dist\n"
+        "def pipeline_pre_init(cfg):\n    torch.cuda.set_device(cfg.device_id)\n",
         "def set_device(i):\n    pass\nset_device(1)\n",
         "import torch\ngpu.set_device(1)\n",
     )

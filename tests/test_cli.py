@@ -215,3 +215,28 @@ def test_python_dash_m_and_console_script_agree(project):
     a = subprocess.run([exe, "check", "pkg"], cwd=project, capture_output=True)
     b = cli("check", "pkg", cwd=project)
     assert a.stdout == b.stdout and a.returncode == b.returncode
+
+
+def test_cache_warm_run_is_identical_and_invalidated_by_changes(project):
+    first = cli("check", "pkg", "--output-format", "json", cwd=project)
+    cache = project / ".torchdevlint_cache"
+    assert (cache / ".gitignore").read_text().endswith("*\n")  # ignores itself for git
+    assert len(list(cache.glob("*.json"))) == 1
+    warm = cli("check", "pkg", "--output-format", "json", cwd=project)
+    assert warm.stdout == first.stdout and warm.returncode == first.returncode == 1
+    (project / "pkg" / "bad.py").write_text(GOOD)  # new content: a miss, not a stale hit
+    assert cli("check", "pkg", cwd=project).returncode == 0
+    # other settings get their own entry; --no-cache neither reads nor writes
+    cli("check", "pkg", "--ignore", "TDL101", cwd=project)
+    assert len(list(cache.glob("*.json"))) == 2
+    (project / "pkg" / "bad.py").write_text(BAD)
+    import shutil
+
+    shutil.rmtree(cache)
+    assert cli("check", "pkg", "--no-cache", cwd=project).returncode == 1
+    assert not cache.exists()
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(project):
+    r = cli("check", "pkg", cwd=project)
+    assert r.stderr == b""

@@ -29,7 +29,7 @@ def _collect(obj, prefix: str, out: Dict[str, List[str]]) -> None:
         data = t.detach()
         with torch._C.DisableTorchFunction():
             raw = data.contiguous().view(torch.uint8) if data.dim() else data.reshape(1).view(torch.uint8)
-            digest = hashlib.sha256(raw.numpy().tobytes()).hexdigest()[:16]
+            digest = hashlib.sha256(bytes(raw.reshape(-1).tolist())).hexdigest()[:16]  # no numpy needed
         out[name] = [device_of(t), str(t.dtype), str(tuple(t.shape)), digest]
 
     if isinstance(obj, torch.nn.Module):
@@ -58,14 +58,13 @@ def run_once(path: str, gpus: Optional[int]) -> dict:
     try:
         if gpus is None:
             result = runpy.run_path(path, run_name="__tdl_fixture__")["main"]()
-            _collect(result, "main()", out)
         else:
             with Simulator(gpus):
                 result = runpy.run_path(path, run_name="__tdl_fixture__")["main"]()
-                _collect(result, "main()", out)
     except Exception as exc:  # the program's failure is data here
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return {"error": f"{type(exc).__name__}: {first}"}
+    _collect(result, "main()", out)  # outside the try: a harness bug must not look like data
     return {"values": out}
 
 

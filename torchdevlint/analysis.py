@@ -740,12 +740,12 @@ class Analysis:
                 continue
             fn = self.enclosing_function(site.scope)
             owner = fn.node if fn is not None else self.module
-            if owner is not scope_node and not (include_nested and self._inside(site.scope, scope_node)):
+            if owner is not scope_node and not (include_nested and self.inside(site.scope, scope_node)):
                 continue
             uses.extend(self.implicit_uses_of(site))
         return uses
 
-    def _inside(self, scope: Scope, node: cst.CSTNode) -> bool:
+    def inside(self, scope: Scope, node: cst.CSTNode) -> bool:
         current: Optional[Scope] = scope
         while current is not None:
             if current.node is node:

@@ -213,7 +213,7 @@ def _rule(code: str) -> int:
 
 def _rules() -> int:
     width = max(len(r.name) for r in ALL_RULES)
-    sys.stdout.write(f"{'code':<7} {'name':<{width}}  {'default':<8} fix\n")
+    sys.stdout.write(f"{'code':<7} {'name':<{width}}  {'default':<8} {'fix':<9} summary\n")
     for r in ALL_RULES:
         sys.stdout.write(f"{r.code:<7} {r.name:<{width}}  {'on':<8} {r.fixable:<9} {r.summary}\n")
     return 0

@@ -54,7 +54,7 @@ def plan_explicit_device(ctx: Context, site: CallSite, owner: cst.CSTNode,
     k = device_index_arg(site)
     if site.expr_stmt is None or k is None:
         return "the call is not a plain `set_device(k)` statement"
-    others = [s for s in a.set_device_sites if s is not site and a._inside(s.scope, owner)]
+    others = [s for s in a.set_device_sites if s is not site and a.inside(s.scope, owner)]
     if others:
         return f"`set_device` is also called on line {ctx.start(others[0].node)[0]}"
     uses = a.implicit_uses(owner, include_nested)

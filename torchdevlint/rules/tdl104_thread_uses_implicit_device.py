@@ -75,7 +75,7 @@ class ThreadUsesImplicitDevice(Rule):
             if a.target_of(fn, "process") is not None:
                 continue
             seen.add(fn.node)
-            binds = any(a._inside(s.scope, fn.node) for s in a.set_device_sites)
+            binds = any(a.inside(s.scope, fn.node) for s in a.set_device_sites)
             if binds:
                 continue
             uses = [u for u in a.implicit_uses(fn.node, include_nested=True) if u.kind in _KINDS]

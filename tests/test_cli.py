@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, cli
+from helpers import cli
 
 BAD = "import torch\nx = torch.zeros(3).cuda()\n"
 GOOD = "import torch\nx = torch.zeros(3).cuda(0)\n"

@@ -202,7 +202,6 @@ def test_mode_bits_kept_for_executable_scripts(tmp_path):
 @pytest.mark.parametrize("lines", [50_000])
 def test_a_huge_file_is_handled_with_bounded_memory(tmp_path, lines):
     """50k lines, few findings (the usual shape): measured time and peak memory."""
-    import resource
     import subprocess
     import sys
     import time

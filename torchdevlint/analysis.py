@@ -201,7 +201,6 @@ class Analysis:
         self.classes: List[ClassInfo] = collector.classes
         self.names_used: Set[str] = collector.names_used
         self.order: Dict[cst.CSTNode, int] = collector.order
-        self.scope_of: Dict[cst.CSTNode, Scope] = collector.scope_of
         self.site_of: Dict[cst.Call, CallSite] = {c.node: c for c in self.calls}
         self._typing: Set[Tuple[str, int]] = set()
         self._top_of: Dict[cst.CSTNode, cst.CSTNode] = collector.top_of
@@ -889,7 +888,6 @@ class _Collector(cst.CSTVisitor):
         self.top_level: Set[cst.CSTNode] = set()
         self.top_of: Dict[cst.CSTNode, cst.CSTNode] = {}
         self.current_top: Optional[cst.CSTNode] = None
-        self.scope_of: Dict[cst.CSTNode, Scope] = {}
         self.counter = 0
         self.open_calls: List[CallSite] = []
 
@@ -909,7 +907,6 @@ class _Collector(cst.CSTVisitor):
 
     def _push(self, scope: Scope) -> None:
         self.scopes.append(scope)
-        self.scope_of[scope.node] = scope
         self.withs.append([])
 
     def _pop(self) -> None:

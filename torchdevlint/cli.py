@@ -15,7 +15,6 @@ from typing import List, Optional, Sequence
 
 from . import __version__
 from . import report
-from .model import Violation
 from .rules import ALL_RULES, find
 from .settings import ConfigError, Settings, find_pyproject, load, validate_codes
 

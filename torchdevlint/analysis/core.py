@@ -24,7 +24,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from . import names as N
+from .. import names as N
 
 FunctionNode = Union[cst.FunctionDef, cst.Lambda]
 
@@ -209,6 +209,13 @@ class Analysis:
         for site in self.calls:  # document order: a with-item call precedes its block
             site.qualname = self.qualname(site.node.func, site.scope)
             site.withs = tuple(w.qualname if isinstance(w, CallSite) else w for w in site.withs)
+
+    @cached_property
+    def process(self):
+        """Process-level facts in execution order (``process.ProcessFlow``)."""
+        from .process import ProcessFlow
+
+        return ProcessFlow(self)
 
     # ------------------------------------------------------------------ positions
     # Positions are computed lazily, per top-level statement that holds a reported node:
@@ -400,7 +407,7 @@ class Analysis:
                 return _CYCLE  # x = x.float(): the other bindings decide
             self._typing.add(key)
             try:
-                return self._kind_of_bindings(self._values_of(expr.value, scope), _depth)
+                return self._kind_of_bindings(self.values_of(expr.value, scope), _depth)
             finally:
                 self._typing.discard(key)
         if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
@@ -411,7 +418,7 @@ class Analysis:
                 return self._kind_of_bindings(values, _depth)
         return None
 
-    def _values_of(self, name: str, scope: Scope) -> Optional[List[Tuple[cst.BaseExpression, Scope]]]:
+    def values_of(self, name: str, scope: Scope) -> Optional[List[Tuple[cst.BaseExpression, Scope]]]:
         owner, imported = self.lookup(name, scope)
         if owner is None or imported is not None:
             return None
@@ -627,7 +634,7 @@ class Analysis:
         if any(h in code for h in _LOCAL_RANK_HINTS):
             return True
         for node in _names_in(expr):
-            values = self._values_of(node, scope)
+            values = self.values_of(node, scope)
             if values and any(self.mentions_rank(v, s, _depth + 1) for v, s in values):
                 return True
         return False
@@ -773,7 +780,7 @@ class Analysis:
             elif (kw == "device" or (kw is None and site.method == "to")) and _is_cuda_string(value):
                 yield ImplicitUse(arg, "device-string", site, False)
             elif (kw == "device" or (kw is None and site.method == "to")) and isinstance(value, cst.Name):
-                values = self._values_of(value.value, site.scope)
+                values = self.values_of(value.value, site.scope)
                 if values and all(self.is_current_device_expr(v, s) for v, s in values):
                     yield ImplicitUse(arg, "device-object", site, False)
 

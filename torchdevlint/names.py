@@ -44,6 +44,7 @@ INIT_PROCESS_GROUP = frozenset(
         "torch.distributed.init_device_mesh",
     }
 )
+INIT_PROCESS_GROUP_TORCH = frozenset({"torch.distributed.init_process_group"})
 DATA_PARALLEL = "torch.nn.parallel.DataParallel"
 MODULE = "torch.nn.Module"
 THREAD = "threading.Thread"

@@ -1,0 +1,472 @@
+"""Process-level facts, in execution order.
+
+Two mistakes decide where a whole process runs: ``CUDA_VISIBLE_DEVICES`` assigned after
+CUDA started (the variable is read once, when CUDA initialises), and an NCCL process
+group whose rank never bound its GPU. Both need the order in which a process executes
+its code, not document order, so this module walks statement lists the way Python runs
+them:
+
+- the module body from top to bottom (a script), and each function as an entry of its
+  own (``main()`` or a library function called from elsewhere);
+- a call of a function (or class) of this file runs its body at that point, so a CUDA
+  query in a helper called first counts, and so does a write in a helper called later;
+- the branches of ``if``/``match`` start from the same state and merge afterwards (a
+  call in either branch *may* have run); loop bodies are walked once; function and
+  class bodies run only when called.
+
+``ProcessFlow`` is built lazily by ``Analysis.process`` and shared by the rules.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
+
+import libcst as cst
+
+from .. import names as N
+from .core import Analysis, CallSite, FunctionInfo
+
+VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+
+# torch.cuda functions that initialise CUDA (and so freeze CUDA_VISIBLE_DEVICES).
+# Not here: manual_seed*, memory_allocated/empty_cache (they check is_initialized
+# first), torch.device(...) (a plain value).
+CUDA_INIT_FUNCTIONS = frozenset(
+    "torch.cuda." + n for n in (
+        "is_available", "device_count", "current_device", "set_device", "init",
+        "get_device_name", "get_device_properties", "get_device_capability",
+        "mem_get_info", "synchronize", "Stream", "current_stream", "default_stream",
+        "ipc_collect", "get_arch_list", "is_bf16_supported", "utilization",
+    )
+) | frozenset({"torch.accelerator.set_device_index", "torch.accelerator.current_device_index",
+               "torch.accelerator.device_count", "torch.accelerator.is_available",
+               "torch.backends.cudnn.version", N.DATA_PARALLEL})
+_MAX_DEPTH = 8  # how deep helper calls are followed
+
+
+@dataclass(frozen=True)
+class CudaInit:
+    """A call that initialises CUDA."""
+
+    node: cst.Call
+    what: str  # e.g. "`torch.cuda.device_count()`"
+
+
+@dataclass(frozen=True)
+class EnvWrite:
+    """A write of ``CUDA_VISIBLE_DEVICES`` (assignment, update, setdefault, putenv, del)."""
+
+    node: cst.CSTNode  # the statement's target or the call
+
+
+@dataclass(frozen=True)
+class LateWrite:
+    write: EnvWrite
+    init: CudaInit
+
+
+State = Optional[CudaInit]  # the first CUDA initialisation on the path so far
+Owner = Union[FunctionInfo, None]  # None: module-level code
+
+
+class ProcessFlow:
+    def __init__(self, analysis: Analysis):
+        self.a = analysis
+
+    # ---------------------------------------------------------------- call graph
+    def owner(self, site: CallSite) -> Owner:
+        return self.a.enclosing_function(site.scope)
+
+    def callee(self, site: CallSite) -> Optional[FunctionInfo]:
+        """The function of this file a call runs: ``f()``, ``self.f()``, ``Cls()`` (its
+        ``__init__``)."""
+        fn = self.a.local_function(site.node.func, site.scope)
+        if fn is not None and not isinstance(fn.node, cst.Lambda):
+            return fn
+        klass = self.a.local_class(site.node.func, site.scope)
+        if klass is not None:
+            return self.a.method(klass, "__init__")
+        return None
+
+    @cached_property
+    def _edges(self) -> Tuple[Dict[object, Set[object]], Dict[object, Set[object]]]:
+        """(callees, callers) of every function node; key None is module-level code."""
+        down: Dict[object, Set[object]] = {}
+        up: Dict[object, Set[object]] = {}
+        for site in self.a.calls:
+            callee = self.callee(site)
+            if callee is None:
+                continue
+            fn = self.owner(site)
+            caller = fn.node if fn is not None else None
+            down.setdefault(caller, set()).add(callee.node)
+            up.setdefault(callee.node, set()).add(caller)
+        return down, up
+
+    def reach(self, start: Set[object], upward: bool) -> Set[object]:
+        edges = self._edges[1] if upward else self._edges[0]
+        seen = set(start)
+        todo = list(start)
+        while todo:
+            for nxt in edges.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    def setup_path(self, site: CallSite) -> Set[object]:
+        """The code that runs with ``site`` in one process: its function, the functions
+        that call it (transitively), and everything any of those calls."""
+        fn = self.owner(site)
+        here = fn.node if fn is not None else None
+        return self.reach(self.reach({here}, upward=True), upward=False)
+
+    def binds_device_in(self, path: Set[object]) -> bool:
+        """Whether code on ``path`` (function nodes; None: module level) binds a device."""
+        return (any(self._owner_node(s.node) in path for s in self.binding_sites)
+                or any(self._owner_node(t) in path for t in self._env_targets))
+
+    # ---------------------------------------------------------------- CUDA init
+    def cuda_init(self, site: CallSite) -> Optional[CudaInit]:
+        """Whether this call initialises CUDA (and so reads CUDA_VISIBLE_DEVICES)."""
+        q = site.qualname
+        call = site.node
+        if q in CUDA_INIT_FUNCTIONS:
+            return CudaInit(call, f"`{_short(self.a.code(call.func))}()`")
+        if site.method == "cuda" and q is None:
+            return CudaInit(call, "`.cuda()`")
+        if site.method == "pin_memory" and q is None:
+            return CudaInit(call, "`.pin_memory()`")
+        for arg in call.args:
+            kw = arg.keyword.value if arg.keyword is not None else None
+            if kw == "device" or (kw is None and site.method == "to" and q is None):
+                if self.is_cuda_device(arg.value, site):
+                    return CudaInit(call, f"`{_short(self.a.code(call))}`")
+        return None
+
+    def is_cuda_device(self, expr: cst.BaseExpression, site: CallSite, _depth: int = 0) -> bool:
+        """A literal CUDA device: ``"cuda"``, ``"cuda:1"``, ``torch.device("cuda", k)``,
+        or a name bound only to those."""
+        if isinstance(expr, cst.SimpleString):
+            value = expr.evaluated_value
+            return isinstance(value, str) and (value == "cuda" or value.startswith("cuda:"))
+        if isinstance(expr, cst.Call) and self.a.qualname(expr.func, site.scope) == "torch.device":
+            first = expr.args[0].value if expr.args else None
+            return first is not None and self.is_cuda_device(first, site, _depth + 1)
+        if isinstance(expr, cst.Name) and _depth < 4:
+            values = self.a.values_of(expr.value, site.scope)
+            return bool(values) and all(self.is_cuda_device(v, site, _depth + 1) for v, _ in values)
+        return False
+
+    # ---------------------------------------------------------------- env writes
+    def env_write_call(self, site: CallSite) -> bool:
+        q = site.qualname
+        call = site.node
+        if q in ("os.environ.setdefault", "os.putenv", "os.environ.__setitem__", "os.environ.pop",
+                 "os.unsetenv"):
+            first = site.positional(0)
+            return first is not None and _is_key(first.value)
+        if q == "os.environ.update":
+            if site.keyword(VISIBLE_DEVICES) is not None:
+                return True
+            first = site.positional(0)
+            if first is not None and isinstance(first.value, cst.Dict):
+                return any(isinstance(el, cst.DictElement) and _is_key(el.key) for el in first.value.elements)
+        return False
+
+    def env_target(self, target: cst.BaseExpression, scope) -> bool:
+        """``os.environ["CUDA_VISIBLE_DEVICES"]`` as an assignment or ``del`` target."""
+        if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
+            return False
+        index = target.slice[0].slice
+        return (isinstance(index, cst.Index) and _is_key(index.value)
+                and self.a.qualname(target.value, scope) == "os.environ")
+
+    @cached_property
+    def env_writes(self) -> List[EnvWrite]:
+        out = [EnvWrite(s.node) for s in self.a.calls if self.env_write_call(s)]
+        out += [EnvWrite(t) for t in self._env_targets]
+        return out
+
+    @cached_property
+    def _env_targets(self) -> List[cst.CSTNode]:
+        if VISIBLE_DEVICES not in self.a.text:
+            return []
+        return [t for t, scope in self._statement_scopes.items() if self.env_target(t, scope)]
+
+    @cached_property
+    def _statement_scopes(self) -> Dict[cst.CSTNode, object]:
+        """Assignment/del targets -> the scope they run in (the call sites' scopes)."""
+        out: Dict[cst.CSTNode, object] = {}
+        a = self.a
+
+        class V(cst.CSTVisitor):
+            def __init__(self) -> None:
+                self.stack = [a.module_scope]
+
+            def _enter(self, node) -> None:
+                fn = a.functions.get(node)
+                self.stack.append(fn.scope if fn is not None else self.stack[-1])
+
+            def visit_FunctionDef(self, node) -> None:
+                self._enter(node)
+
+            def leave_FunctionDef(self, node) -> None:
+                self.stack.pop()
+
+            def visit_Lambda(self, node) -> None:
+                self._enter(node)
+
+            def leave_Lambda(self, node) -> None:
+                self.stack.pop()
+
+            def visit_ClassDef(self, node) -> None:
+                klass = next((c for c in a.classes if c.node is node), None)
+                self.stack.append(klass.scope if klass is not None else self.stack[-1])
+
+            def leave_ClassDef(self, node) -> None:
+                self.stack.pop()
+
+            def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+                out[node.target] = self.stack[-1]
+
+            def visit_AugAssign(self, node: cst.AugAssign) -> None:
+                out[node.target] = self.stack[-1]
+
+            def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+                out[node.target] = self.stack[-1]
+
+            def visit_Del(self, node: cst.Del) -> None:
+                targets = node.target.elements if isinstance(node.target, cst.Tuple) else [node.target]
+                for t in targets:
+                    out[t.value if isinstance(t, cst.Element) else t] = self.stack[-1]
+
+        a.module.visit(V())
+        return out
+
+    # ---------------------------------------------------------------- the walk
+    @cached_property
+    def late_env_writes(self) -> List[LateWrite]:
+        """``CUDA_VISIBLE_DEVICES`` writes that run after CUDA was initialised on the
+        same path: module level in execution order, and each function as an entry."""
+        writes = {w.node: w for w in self.env_writes}
+        if not writes:
+            return []
+        walker = _Walker(self, writes)
+        walker.walk(self.a.module.body, None, 0)
+        # functions as entries, only those whose reach holds a write
+        holders = {self._owner_node(w.node) for w in writes.values()}
+        relevant = self.reach(holders, upward=True)
+        for fn in self.a.functions.values():
+            if fn.node in relevant and isinstance(fn.node, cst.FunctionDef):
+                walker.walk(_body(fn.node), None, 0)
+        return sorted(walker.found.values(), key=lambda lw: self.a.range(lw.write.node).start.line)
+
+    def _owner_node(self, node: cst.CSTNode) -> object:
+        site = self.a.site_of.get(node)  # type: ignore[arg-type]
+        if site is not None:
+            fn = self.owner(site)
+        else:
+            scope = self._statement_scopes.get(node)
+            fn = self.a.enclosing_function(scope) if scope is not None else None  # type: ignore[arg-type]
+        return fn.node if fn is not None else None
+
+    # ---------------------------------------------------------------- bindings
+    @cached_property
+    def binding_sites(self) -> List[CallSite]:
+        """Calls that bind this process's (or thread's) device: ``set_device`` of any
+        backend, ``with torch.cuda.device(k)``, ``CUDA_VISIBLE_DEVICES`` writes, and
+        helpers of other modules whose name says they bind one."""
+        out = []
+        for site in self.a.calls:
+            q = site.qualname
+            if q in N.SET_DEVICE or q in N.DEVICE_CONTEXTS or self.env_write_call(site):
+                out.append(site)
+            elif (q is None or not N.is_torch(q)) and self.callee(site) is None:
+                name = _called_name(site.node.func)  # local helpers are read, not guessed
+                if name is not None and _binder_name(name):
+                    out.append(site)
+        return out
+
+
+_BINDER = re.compile(r"(?:^|_)(?:get|set|select|setup|init|bind|pin)_?(?:cuda_|gpu_|local_)?device(?:$|_)|device_setup")
+
+
+def _binder_name(name: str) -> bool:
+    """A helper of another module whose name says it binds the device (torchtune's
+    ``get_device``, yolov5's ``select_device``, ``setup_device``...)."""
+    return bool(_BINDER.search(name.lower()))
+
+
+def _called_name(func: cst.BaseExpression) -> Optional[str]:
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+def _is_key(expr: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(expr, cst.SimpleString) and expr.evaluated_value == VISIBLE_DEVICES
+
+
+def _short(code: str, limit: int = 50) -> str:
+    code = " ".join(code.split())
+    return code if len(code) <= limit else code[: limit - 3] + "..."
+
+
+def _body(node: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
+    body = node.body
+    if isinstance(body, cst.IndentedBlock):
+        return body.body
+    return [cst.SimpleStatementLine(body=body.body)]  # def f(): a; b
+
+
+def _earliest(analysis: Analysis, *states: State) -> State:
+    live = [s for s in states if s is not None]
+    if not live:
+        return None
+    return min(live, key=lambda s: analysis.site_of[s.node].order)
+
+
+class _Walker:
+    """Walks statement lists in execution order, carrying the first CUDA init."""
+
+    def __init__(self, flow: ProcessFlow, writes: Dict[cst.CSTNode, EnvWrite]):
+        self.flow = flow
+        self.a = flow.a
+        self.writes = writes
+        self.found: Dict[cst.CSTNode, LateWrite] = {}
+        self.active: Set[cst.CSTNode] = set()  # functions on the walk's call stack
+        self.done: Dict[Tuple[cst.CSTNode, bool], State] = {}  # (function, entered initialised)
+
+    def walk(self, body: Sequence[cst.CSTNode], state: State, depth: int) -> State:
+        for stmt in body:
+            state = self.statement(stmt, state, depth)
+        return state
+
+    def statement(self, stmt: cst.CSTNode, state: State, depth: int) -> State:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                state = self.small(small, state, depth)
+            return state
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            for dec in stmt.decorators:
+                state = self.expr(dec.decorator, state, depth)
+            return state
+        if isinstance(stmt, cst.If):
+            state = self.expr(stmt.test, state, depth)
+            then = self.walk(stmt.body.body, state, depth)
+            other = state
+            if isinstance(stmt.orelse, cst.If):
+                other = self.statement(stmt.orelse, state, depth)
+            elif isinstance(stmt.orelse, cst.Else):
+                other = self.walk(stmt.orelse.body.body, state, depth)
+            return _earliest(self.a, then, other)
+        if isinstance(stmt, (cst.For, cst.While)):
+            state = self.expr(stmt.iter if isinstance(stmt, cst.For) else stmt.test, state, depth)
+            state = self.walk(stmt.body.body, state, depth)
+            if stmt.orelse is not None:
+                state = self.walk(stmt.orelse.body.body, state, depth)
+            return state
+        if isinstance(stmt, cst.With):
+            for item in stmt.items:
+                state = self.expr(item.item, state, depth)
+            return self.walk(stmt.body.body, state, depth)
+        if isinstance(stmt, (cst.Try, getattr(cst, "TryStar", cst.Try))):
+            state = self.walk(stmt.body.body, state, depth)
+            for handler in stmt.handlers:
+                state = _earliest(self.a, state, self.walk(handler.body.body, state, depth))
+            if stmt.orelse is not None:
+                state = self.walk(stmt.orelse.body.body, state, depth)
+            if stmt.finalbody is not None:
+                state = self.walk(stmt.finalbody.body.body, state, depth)
+            return state
+        match = getattr(cst, "Match", None)
+        if match is not None and isinstance(stmt, match):
+            state = self.expr(stmt.subject, state, depth)
+            merged = state
+            for case in stmt.cases:
+                merged = _earliest(self.a, merged, self.walk(case.body.body, state, depth))
+            return merged
+        return self.expr(stmt, state, depth)  # anything else: its calls in order
+
+    def small(self, small: cst.CSTNode, state: State, depth: int) -> State:
+        targets: List[cst.CSTNode] = []
+        value: Optional[cst.CSTNode] = small
+        if isinstance(small, cst.Assign):
+            targets, value = [t.target for t in small.targets], small.value
+        elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+            targets, value = [small.target], small.value
+        elif isinstance(small, cst.Del):
+            t = small.target
+            targets = [e.value for e in t.elements] if isinstance(t, cst.Tuple) else [t]
+            value = None
+        if value is not None:
+            state = self.expr(value, state, depth)
+        for target in targets:
+            if target in self.writes:
+                self.note(target, state)
+        return state
+
+    def note(self, node: cst.CSTNode, state: State) -> None:
+        if state is not None and node not in self.found:
+            self.found[node] = LateWrite(self.writes[node], state)
+
+    def expr(self, node: cst.CSTNode, state: State, depth: int) -> State:
+        for call in _calls_in_order(node):
+            site = self.a.site_of.get(call)
+            if site is None:
+                continue
+            if call in self.writes:
+                self.note(call, state)
+            init = self.flow.cuda_init(site)
+            if init is not None and state is None:
+                state = init
+            callee = self.flow.callee(site)
+            if callee is not None and isinstance(callee.node, cst.FunctionDef):
+                state = self.enter(callee.node, state, depth)
+        return state
+
+    def enter(self, fn: cst.FunctionDef, state: State, depth: int) -> State:
+        if fn in self.active or depth >= _MAX_DEPTH:
+            return state
+        key = (fn, state is not None)
+        if key in self.done:
+            return state or self.done[key]
+        self.active.add(fn)
+        try:
+            out = self.walk(_body(fn), state, depth + 1)
+        finally:
+            self.active.discard(fn)
+        self.done[key] = out
+        return out
+
+
+def _calls_in_order(node: cst.CSTNode) -> List[cst.Call]:
+    """The calls an expression (or simple statement) makes, in evaluation order:
+    arguments before the call that takes them; nothing inside lambdas or nested
+    function and class bodies."""
+    out: List[cst.Call] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Lambda(self, node) -> bool:
+            return False
+
+        def visit_FunctionDef(self, node) -> bool:
+            return False
+
+        def visit_ClassDef(self, node) -> bool:
+            return False
+
+        def leave_Call(self, original_node: cst.Call) -> None:
+            out.append(original_node)
+
+    node.visit(V())
+    return out
+
+
+__all__ = ["ProcessFlow", "CudaInit", "EnvWrite", "LateWrite", "VISIBLE_DEVICES"]

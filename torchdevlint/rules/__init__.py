@@ -10,6 +10,8 @@ from .tdl101_global_set_device import GlobalSetDevice
 from .tdl102_set_device_in_thread import SetDeviceInThread
 from .tdl103_device_context_not_entered import DeviceContextNotEntered
 from .tdl104_thread_uses_implicit_device import ThreadUsesImplicitDevice
+from .tdl105_cuda_visible_devices_after_init import CudaVisibleDevicesAfterInit
+from .tdl106_process_group_without_device import ProcessGroupWithoutDevice
 from .tdl201_data_parallel_implicit_devices import DataParallelImplicitDevices
 from .tdl9xx_tool_errors import (
     EncodingError,
@@ -26,6 +28,8 @@ ALL_RULES: List[Type[Rule]] = sorted(
         SetDeviceInThread,
         DeviceContextNotEntered,
         ThreadUsesImplicitDevice,
+        CudaVisibleDevicesAfterInit,
+        ProcessGroupWithoutDevice,
         DataParallelImplicitDevices,
         SyntaxErrorFinding,
         EncodingError,

@@ -1,0 +1,244 @@
+"""TDL106 process-group-without-device: an NCCL process group whose rank bound no GPU."""
+
+from __future__ import annotations
+
+from typing import Iterable, List, Optional
+
+import libcst as cst
+
+from ..analysis import CallSite, FunctionInfo
+from ..model import Applicability, Edit, Fix, Violation
+from .. import names as N
+from .base import Context, Example, Rule
+
+_LOCAL_RANK_NAMES = ("local_rank", "LOCAL_RANK", "localrank", "local_rank_id", "lrank")
+
+
+class ProcessGroupWithoutDevice(Rule):
+    code = "TDL106"
+    name = "process-group-without-device"
+    summary = "NCCL process group in a process that never binds its rank's GPU: every rank uses GPU 0"
+    triggers = ("init_process_group",)
+    fixable = "sometimes"
+    what = """
+        `torch.distributed.init_process_group(...)` with the NCCL backend (`"nccl"`,
+        `"cuda:nccl"`, `"cpu:gloo,cuda:nccl"`, a name bound to one of those, or no
+        backend at all: the default uses NCCL for CUDA) without `device_id=`, when
+        nothing on the process's setup path binds the rank's device. The setup path is
+        the function that makes the call, the functions of this file that call it, and
+        everything those call. A binding is `torch.cuda.set_device(...)` (any backend's
+        `set_device`, `torch.accelerator.set_device_index`), a
+        `with torch.cuda.device(...)` block, a per-process `CUDA_VISIBLE_DEVICES`
+        assignment, or a helper whose name says it binds one (`select_device`,
+        `setup_device` ...). Quiet when the backend is computed elsewhere (unknowable
+        here) or `**kwargs` may carry `device_id`.
+    """
+    why = """
+        NCCL builds each rank's communicator on the current device. A rank that never
+        bound its GPU is on GPU 0, like every other rank: barriers and collectives then
+        hang or run out of memory on one card, and torch warns "using GPU 0 to perform
+        barrier as devices used by this process are currently unknown" (every rank also
+        creates a ~500 MiB context on GPU 0).
+    """
+    example = """
+        import torch.distributed as dist
+
+        def worker(rank, world_size):
+            dist.init_process_group("nccl", rank=rank, world_size=world_size)
+            model = DDP(Net().to(rank), device_ids=[rank])
+    """
+    use_instead = """
+        import torch.distributed as dist
+
+        def worker(rank, world_size):
+            torch.cuda.set_device(rank)   # or device_id=torch.device("cuda", rank) below
+            dist.init_process_group("nccl", rank=rank, world_size=world_size)
+            model = DDP(Net().to(rank), device_ids=[rank])
+    """
+    fix_safety = """
+        When the code names the local rank (a `local_rank` variable, `args.local_rank`,
+        the index an `mp.spawn` target receives, or the parameter a spawn target passes
+        it to), the fix adds `device_id=torch.device("cuda", <local rank>)`. It is
+        **unsafe**: it binds the communicator eagerly at this call (torch >= 2.3), and on
+        a machine without CUDA the call fails where the NCCL backend would have failed
+        later anyway. Otherwise display only.
+    """
+    VALID = (
+        "import torch\nimport torch.distributed as dist\n"
+        "def setup(rank, world):\n    torch.cuda.set_device(rank)\n"
+        "    dist.init_process_group('nccl', rank=rank, world_size=world)\n",
+        "import torch\nimport torch.distributed as dist\n"
+        "def setup(rank, world):\n    dist.init_process_group('nccl', rank=rank, world_size=world)\n"
+        "def worker(rank, world):\n    setup(rank, world)\n    torch.cuda.set_device(rank)\n",
+        "import torch\nimport torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n",
+        "import torch\nimport torch.distributed as dist\n"
+        "def setup(args):\n    dist.init_process_group(backend=args.dist_backend)\n",
+        "import torch\nimport torch.distributed as dist\n"
+        "def setup(lr):\n    dist.init_process_group('nccl', device_id=torch.device('cuda', lr))\n",
+        "import torch\nimport torch.distributed as dist\n"
+        "def setup(**kw):\n    dist.init_process_group('nccl', **kw)\n",
+        "import os, torch\nimport torch.distributed as dist\n"
+        "def worker(rank):\n    os.environ['CUDA_VISIBLE_DEVICES'] = str(rank)\n"
+        "    dist.init_process_group('nccl')\n",
+    )
+    INVALID = (
+        Example(
+            "import os\nimport torch.distributed as dist\n"
+            "local_rank = int(os.environ['LOCAL_RANK'])\ndist.init_process_group(backend='nccl')\n",
+            "import os\nimport torch.distributed as dist\nimport torch\n"
+            "local_rank = int(os.environ['LOCAL_RANK'])\n"
+            "dist.init_process_group(backend='nccl', device_id=torch.device(\"cuda\", local_rank))\n",
+        ),
+        Example(
+            "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+            "def worker(gpu, world):\n    dist.init_process_group('nccl', rank=gpu, world_size=world)\n"
+            "mp.spawn(worker, args=(2,), nprocs=2)\n",
+            "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+            "def worker(gpu, world):\n    dist.init_process_group('nccl', rank=gpu, world_size=world, "
+            "device_id=torch.device(\"cuda\", gpu))\n"
+            "mp.spawn(worker, args=(2,), nprocs=2)\n",
+        ),
+        Example(
+            "import torch.distributed as dist\ndef init(args):\n    dist.init_process_group()\n",
+            None,
+        ),
+    )
+
+    def check(self, ctx: Context) -> Iterable[Violation]:
+        a = ctx.analysis
+        flow = a.process
+        for site in a.calls:
+            if site.qualname not in N.INIT_PROCESS_GROUP_TORCH or site.has_star_args:
+                continue
+            if site.keyword("device_id") is not None:
+                continue
+            backend = site.keyword("backend") or site.positional(0)
+            if not self._is_nccl(ctx, backend.value if backend is not None else None, site):
+                continue
+            if flow.binds_device_in(flow.setup_path(site)):
+                continue
+            yield ctx.violation(
+                site.node,
+                "NCCL process group, but this process never binds its rank's GPU: every rank "
+                "builds its communicator on GPU 0 (barriers and collectives hang or run out of "
+                "memory there); bind the device first or pass `device_id=`",
+                self._fix(ctx, site),
+            )
+
+    # ------------------------------------------------------------------ detection
+    def _is_nccl(self, ctx: Context, expr: Optional[cst.BaseExpression], site: CallSite,
+                 depth: int = 0) -> bool:
+        """True when the backend is (or defaults to) NCCL for CUDA; False when it is
+        another backend or unknowable here."""
+        if expr is None or (isinstance(expr, cst.Name) and expr.value == "None"):
+            return True  # the default: "cpu:gloo,cuda:nccl"
+        if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+            value = expr.evaluated_value
+            return isinstance(value, str) and "nccl" in value.lower()
+        if isinstance(expr, cst.IfExp):
+            return any(isinstance(e, (cst.SimpleString, cst.ConcatenatedString))
+                       and self._is_nccl(ctx, e, site, depth + 1) for e in (expr.body, expr.orelse))
+        if isinstance(expr, cst.Attribute) and expr.attr.value.upper() == "NCCL":
+            return True  # dist.Backend.NCCL
+        if isinstance(expr, cst.Name) and depth < 3:
+            values = ctx.analysis.values_of(expr.value, site.scope)
+            return bool(values) and any(
+                not isinstance(v, cst.Name) and self._is_nccl(ctx, v, site, depth + 1) for v, _ in values)
+        return False
+
+    # ------------------------------------------------------------------ fix
+    def _fix(self, ctx: Context, site: CallSite) -> Fix:
+        rank = self._local_rank(ctx, site)
+        advice = ("bind the rank's GPU before this call (`torch.cuda.set_device(local_rank)`) or pass "
+                  "`device_id=torch.device(\"cuda\", local_rank)`")
+        if rank is None:
+            return Fix(Applicability.DISPLAY, f"Not rewritten: no local rank in scope; {advice}")
+        edits = self._add_keyword(ctx, site.node, rank)
+        if edits is None:
+            return Fix(Applicability.DISPLAY, f"Not rewritten: the call's layout is unusual; {advice}")
+        return Fix(Applicability.UNSAFE,
+                   f"Pass `device_id=torch.device(\"cuda\", {rank})` (binds the GPU eagerly; torch >= 2.3)",
+                   tuple(edits))
+
+    def _local_rank(self, ctx: Context, site: CallSite) -> Optional[str]:
+        """An expression for this process's local rank, visible at the call."""
+        a = ctx.analysis
+        for name in _LOCAL_RANK_NAMES:
+            owner, imported = a.lookup(name, site.scope)
+            if owner is not None and imported is None and self._bound_before(ctx, owner, name, site):
+                return name
+        fn = a.enclosing_function(site.scope)
+        if fn is not None:
+            for p in fn.params:  # args.local_rank, opt.local_rank ...
+                if f"{p}.local_rank" in a.code(fn.node):
+                    return f"{p}.local_rank"
+            spawn_index = self._spawn_index_param(ctx, fn)
+            if spawn_index is not None:
+                return spawn_index
+        body = a.code(fn.node) if fn is not None else a.text
+        if "LOCAL_RANK" in body and a.module_scope.imports.get("os") == "os":
+            return 'int(os.environ["LOCAL_RANK"])'  # what the launcher (torchrun, elastic agent) sets
+        return None
+
+    def _bound_before(self, ctx: Context, owner, name: str, site: CallSite) -> bool:
+        bindings = owner.bindings[name]
+        if any(b.kind == "param" for b in bindings):
+            return True
+        if owner.is_function and owner is not site.scope:
+            return True  # bound in an enclosing function: a closure
+        return any(b.order < site.order for b in bindings)
+
+    def _spawn_index_param(self, ctx: Context, fn: FunctionInfo) -> Optional[str]:
+        """The parameter holding the process index ``mp.spawn`` passes: the first one of
+        a spawn target, or the one a spawn target passes its index to."""
+        a = ctx.analysis
+        if not fn.params:
+            return None
+        if self._spawned(ctx, fn):
+            return fn.params[0]
+        found: List[str] = []
+        for call in a.calls:
+            if a.process.callee(call) is not fn:
+                continue
+            caller = a.enclosing_function(call.scope)
+            if caller is None or not caller.params or not self._spawned(ctx, caller):
+                return None
+            positional = [arg for arg in call.node.args if arg.keyword is None and not arg.star]
+            index = next((i for i, arg in enumerate(positional) if isinstance(arg.value, cst.Name)
+                          and arg.value.value == caller.params[0]), None)
+            if index is None or index >= len(fn.params):
+                return None
+            found.append(fn.params[index])
+        return found[0] if found and len(set(found)) == 1 else None
+
+    def _spawned(self, ctx: Context, fn: FunctionInfo) -> bool:
+        return any(t.function is fn and t.site is not None and t.site.qualname in N.PROCESS_SPAWNERS
+                   for t in ctx.analysis.targets)
+
+    def _add_keyword(self, ctx: Context, call: cst.Call, rank: str) -> Optional[List[Edit]]:
+        a = ctx.analysis
+        torch = a.torch_alias or "torch"
+        text = f'device_id={torch}.device("cuda", {rank})'
+        edits: List[Edit] = []
+        if a.torch_alias is None:
+            site = a.site_of[call]
+            edits += ctx.insert_module_lines([], site.order, need_torch=True)
+        if call.args:
+            last = call.args[-1]
+            at = ctx.end(last.value)
+            comma = last.comma
+            line, col = ctx.start(last)
+            own_line = not a.text.splitlines()[line - 1][:col].strip()
+            if (isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace)
+                    and own_line):  # one argument per line, with a trailing comma: one more line
+                edits.append(Edit(at, at, f",{a.module.default_newline}{' ' * col}{text}"))
+            else:
+                edits.append(Edit(at, at, ", " + text))
+        else:
+            if any(not (isinstance(ws, cst.SimpleWhitespace) and ws.value == "")
+                   for ws in (call.whitespace_after_func, call.whitespace_before_args)):
+                return None
+            line, col = ctx.end(call.func)
+            edits.append(Edit((line, col + 1), (line, col + 1), text))
+        return edits

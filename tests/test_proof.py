@@ -30,6 +30,11 @@ EXPECTATIONS = {
     "tdl104/loader_thread.py": {"fixed_runs_on_cpu": False},
     # the literal device_ids=[1, 2] wrapper is display-only, so its .cuda() stays
     "tdl201/aliased.py": {"fixed_runs_on_cpu": False},
+    # NCCL process groups: the CPU build has no NCCL (nor a rendezvous here); the
+    # simulator runs them as one-process groups
+    "tdl106/torchrun_script.py": {"fixed_runs_on_cpu": False},
+    "tdl106/tutorial_setup.py": {"fixed_runs_on_cpu": False},
+    "tdl106/elastic_launcher.py": {"fixed_runs_on_cpu": False},
 }
 
 
@@ -57,6 +62,16 @@ def test_rewrite_is_proven(verdicts, path):
     # not vacuous: the simulator really placed something on a GPU
     ran = [verdict.original[f"sim{n}"] for n in GPU_COUNTS if "values" in verdict.original[f"sim{n}"]]
     assert any(v[0].startswith("cuda:") for r in ran for v in r["values"].values())
+
+
+@pytest.mark.parametrize("path", [p for p in REWRITES if "tdl106" in p.parts], ids=_id)
+def test_process_group_rewrite_binds_the_device(verdicts, path):
+    """Beyond equal values: under the simulator the original's NCCL group has no device
+    bound and the rewrite's has one, with every GPU count."""
+    verdict = verdicts[_id(path)]
+    for n in GPU_COUNTS:
+        assert verdict.original[f"sim{n}"]["setup"]["unbound_process_groups"] == 1
+        assert verdict.fixed[f"sim{n}"]["setup"]["unbound_process_groups"] == 0
 
 
 @pytest.mark.parametrize("path", NEGATIVES, ids=_id)

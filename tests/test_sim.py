@@ -121,3 +121,118 @@ def test_sim_cli_exit_status_and_missing_script(tmp_path):
     assert cli("sim", str(f), cwd=tmp_path).returncode == 3
     r = cli("sim", "nope.py", cwd=tmp_path)
     assert r.returncode == 2 and b"no such file" in r.stderr
+
+
+# ------------------------------------------------ process-level setup (TDL105, TDL106)
+def test_visible_devices_are_read_once_at_the_first_cuda_use(monkeypatch):
+    import os
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
+    with Simulator(gpus=4) as sim:
+        assert not sim.state.visible.initialised  # importing and entering is not a CUDA use
+        assert torch.cuda.device_count() == 2
+        os.environ["CUDA_VISIBLE_DEVICES"] = "2"  # too late: no effect
+        assert torch.cuda.device_count() == 2
+        with pytest.raises(RuntimeError, match="invalid device ordinal"):
+            torch.zeros(1).cuda(2)
+        late = sim.report()["visible_devices"]["changed_after_init"]
+    assert [d["value"] for d in late] == ["2"]
+    assert late[0]["where"].endswith("test_sim.py:" + str(_line_of('os.environ["CUDA_VISIBLE_DEVICES"] = "2"')))
+
+
+def test_visible_devices_parse_like_cuda(monkeypatch):
+    from torchdevlint.sim.process import parse_visible
+
+    assert parse_visible(None, 2) == [0, 1]
+    assert parse_visible("1", 2) == [1]
+    assert parse_visible("0,5,1", 2) == [0]  # out of range: the rest is ignored
+    assert parse_visible("-1", 2) == [] and parse_visible("", 2) == []
+    assert parse_visible("1,1", 2) == [1]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    with Simulator(gpus=2):
+        assert not torch.cuda.is_available() and torch.cuda.device_count() == 0
+
+
+def test_setting_the_variable_before_cuda_starts_takes_effect(monkeypatch):
+    import os
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    try:
+        with Simulator(gpus=4) as sim:
+            os.environ.update({"CUDA_VISIBLE_DEVICES": "3"})
+            assert torch.cuda.device_count() == 1
+            os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")  # already set: unchanged, no warning
+            assert sim.report()["visible_devices"]["changed_after_init"] == []
+    finally:
+        os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # monkeypatch records nothing for an absent name
+
+
+def test_nccl_group_records_its_communicator_device(monkeypatch):
+    import torch.distributed as dist
+
+    for binding, expected_bound, expected_device in (
+        (lambda: None, None, "cuda:0"),
+        (lambda: torch.cuda.set_device(1), "set_device", "cuda:1"),
+    ):
+        with Simulator(gpus=2) as sim:
+            dist.init_process_group("nccl", rank=1, world_size=2)
+            assert dist.get_rank() == 1 and dist.get_world_size() == 2
+            binding()
+            t = torch.ones(2).cuda(1)
+            dist.all_reduce(t)  # a world of one: the value is unchanged
+            assert t.tolist() == [1.0, 1.0] and t.device.index == 1
+            dist.destroy_process_group()
+            report = sim.report()
+        assert report["process_groups"][0]["bound"] == expected_bound
+        assert report["process_groups"][0]["device"] == expected_device
+        assert len(report["unbound_process_groups"]) == (1 if expected_bound is None else 0)
+    with Simulator(gpus=2) as sim:
+        dist.init_process_group(backend="nccl", device_id=torch.device("cuda", 1))
+        assert sim.report()["process_groups"][0]["bound"] == "device_id"
+    assert not dist.is_initialized()  # the simulator ends the groups it started
+
+
+def test_module_to_an_int_index():
+    with Simulator(gpus=2):
+        m = torch.nn.Linear(2, 2).to(1)
+        assert {p.device.index for p in m.parameters()} == {1}
+
+
+def test_sim_cli_reports_a_late_cuda_visible_devices(tmp_path):
+    from helpers import FIXTURES
+
+    script = FIXTURES / "tdl105" / "notebook_queries_first.py"
+    r = cli("sim", "--gpus", "2", str(script), cwd=tmp_path, env_extra={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert r.returncode == 0, r.stderr.decode()
+    err = r.stderr.decode()
+    assert (f"warning: {script}:11: CUDA_VISIBLE_DEVICES set to '1' after CUDA was initialised at "
+            f"{script}:6: it has no effect, this process still sees 2 GPUs") in err
+
+
+def test_sim_cli_simulates_spawned_ranks_and_their_process_groups(tmp_path):
+    """mp.spawn children run under the simulator and report under their index: the
+    tutorial's unbound NCCL groups are called out, the rewrite's are bound."""
+    from helpers import FIXTURES
+
+    original = FIXTURES / "tdl106" / "tutorial_setup.py"
+    fixed = tmp_path / "tutorial_fixed.py"
+    fixed.write_text(original.with_name(original.name + ".fixed").read_text())
+    r = cli("sim", "--gpus", "2", str(original), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    err = r.stderr.decode()
+    assert "process 1 (a simulated child, 2 GPUs visible)" in err
+    assert "    cuda:1: 3 tensors, 1020 bytes" in err  # rank 1 placed its work on cuda:1 ...
+    assert (f"warning: {original}:10: rank 1's NCCL process group has no device bound: "
+            "its communicator is on cuda:0") in err  # ... but its communicator is on cuda:0
+    r = cli("sim", "--gpus", "2", str(fixed), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    err = r.stderr.decode()
+    assert "rank 1 of 2 at" in err and "communicator on cuda:1 (bound by device_id=)" in err
+    assert "warning" not in err
+
+
+def _line_of(text):
+    import inspect
+
+    lines = inspect.getsource(__import__(__name__)).splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line and "_line_of" not in line)

@@ -10,11 +10,16 @@ device properties; ``DataParallel``'s scatter/replicate/parallel_apply/gather fo
 torch's rules. Mixing devices in one op raises torch's own "Expected all tensors to be
 on the same device" error; an out-of-range index raises "invalid device ordinal".
 
+Process-level setup (``process.py``): ``CUDA_VISIBLE_DEVICES`` read once at the first
+CUDA use, late assignments reported; NCCL process groups as one-process gloo groups with
+the communicator's device recorded; ``mp.spawn``/``start_processes`` children simulated,
+each reporting under its process index.
+
 Not modelled: GPU random numbers (the CPU generator is used, so values match the CPU
-run, not a GPU run), storages, real streams/events and their ordering, multiple
-processes (``mp.spawn`` children do not inherit the simulation), NCCL/collectives,
-``torch.load`` of files saved on a real GPU, custom autograd ``backward`` bodies
-(they run outside the mode; their outputs take their inputs' devices).
+run, not a GPU run), storages, real streams/events and their ordering, collectives
+across processes (each simulated process is a world of one), ``multiprocessing.Process``
+children, ``torch.load`` of files saved on a real GPU, custom autograd ``backward``
+bodies (they run outside the mode; their outputs take their inputs' devices).
 
 torch is imported lazily: the linter never needs this module.
 """
@@ -22,14 +27,27 @@ torch is imported lazily: the linter never needs this module.
 from __future__ import annotations
 
 import contextlib
+import os
+import sysconfig
 import threading
 import traceback
 import types
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from .process import (
+    Group,
+    VisibleDevices,
+    collect_children,
+    group_warnings,
+    patch_distributed,
+    patch_environment,
+    patch_processes,
+)
+
 _TAG = "_tdl_sim_device"  # attribute on a tensor: its logical CUDA index (absent: cpu)
 _HERE = __file__.rsplit("/", 1)[0]
+_STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 
 
 @dataclass
@@ -44,12 +62,24 @@ class Placement:
 
 @dataclass
 class SimState:
-    gpus: int
+    physical: int  # the machine's GPUs; CUDA_VISIBLE_DEVICES decides how many are seen
     local: threading.local = field(default_factory=threading.local)
     placements: List[Placement] = field(default_factory=list)
     main_thread: int = field(default_factory=threading.get_ident)
     main_current: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    visible: VisibleDevices = field(init=False)
+    groups: List[Group] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.visible = VisibleDevices(self.physical)
+
+    @property
+    def gpus(self) -> int:
+        """The devices this process sees: asking initialises CUDA, as in torch."""
+        if self.visible.devices is None:
+            return self.visible.initialise(_user_frame)
+        return len(self.visible.devices)
 
     @property
     def current(self) -> int:
@@ -58,6 +88,7 @@ class SimState:
     @current.setter
     def current(self, index: int) -> None:
         self.local.current = index
+        self.local.bound = True  # this thread chose its device (set_device, a device block)
         if threading.get_ident() == self.main_thread:
             self.main_current = index
 
@@ -76,10 +107,14 @@ def _invalid_ordinal() -> RuntimeError:
 
 
 def _user_frame() -> str:
-    for frame in reversed(traceback.extract_stack()[:-3]):
-        if "/torch/" in frame.filename or frame.filename.startswith(_HERE) or "<frozen" in frame.filename:
+    """file:line of the innermost frame of the user's code (not torch, not the
+    simulator, not the standard library)."""
+    for frame in reversed(traceback.extract_stack()[:-1]):
+        name = frame.filename
+        if ("/torch/" in name or name.startswith(_HERE) or "<frozen" in name
+                or (name.startswith(_STDLIB) and "site-packages" not in name)):
             continue
-        return f"{frame.filename}:{frame.lineno}"
+        return f"{name}:{frame.lineno}"
     return "?"
 
 
@@ -95,6 +130,8 @@ class Simulator:
         self.record = record
         self._stack = contextlib.ExitStack()
         self.mode = _make_mode(self)
+        self.children_dir: Optional[str] = None  # where simulated child processes report
+        self.children: List[Dict[str, Any]] = []
 
     # ---------------------------------------------------------------- devices
     def resolve(self, device) -> Tuple[Optional[int], bool]:
@@ -102,6 +139,7 @@ class Simulator:
         import torch
 
         if device is None:
+            self.state.gpus  # noqa: B018 - a CUDA use initialises CUDA
             return self.state.current, True
         if isinstance(device, int):
             return self._check(device), False
@@ -113,6 +151,7 @@ class Simulator:
             if device.type != "cuda":
                 raise RuntimeError(f"the simulator models cuda and cpu devices only, not {device.type}")
             if device.index is None:
+                self.state.gpus  # noqa: B018 - a CUDA use initialises CUDA
                 return self.state.current, True
             return self._check(device.index), False
         raise TypeError(f"not a device: {device!r}")
@@ -164,7 +203,11 @@ class Simulator:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stack.close()
+        try:
+            self._stack.close()
+        finally:
+            self.children += collect_children(self.children_dir)
+            self.children_dir = None
 
     def _patch(self) -> None:
         import importlib
@@ -182,6 +225,7 @@ class Simulator:
             self._stack.callback(setattr, obj, name, old)
 
         def current_device() -> int:
+            st.gpus  # noqa: B018 - initialises CUDA, as in torch
             return st.current
 
         def set_device(device) -> None:
@@ -246,7 +290,7 @@ class Simulator:
             return 0
 
         patches = {
-            "is_available": lambda: True,
+            "is_available": lambda: st.gpus > 0,
             "device_count": lambda: st.gpus,
             "current_device": current_device,
             "set_device": set_device,
@@ -285,6 +329,9 @@ class Simulator:
         set_attr(dp, "_get_device_index", _get_device_index(sim))
         set_attr(dp, "_check_balance", lambda device_ids: None)
         self._patch_threads(set_attr)
+        patch_environment(self, set_attr)
+        patch_distributed(self, set_attr)
+        patch_processes(self, set_attr)
 
     def _patch_threads(self, set_attr) -> None:
         """A new thread starts on device 0 (thread-local state) and re-enters the mode."""
@@ -310,11 +357,16 @@ class Simulator:
             if p.implicit and p.device == "cuda:0" and p.current_elsewhere not in (None, 0):
                 suspicious.append({"where": p.where, "thread": p.thread, "device": p.device,
                                    "main_thread_device": f"cuda:{p.current_elsewhere}"})
+        visible = self.state.visible
         return {
-            "gpus": self.state.gpus,
+            "gpus": len(visible.devices) if visible.initialised else visible.physical,
             "devices": dict(sorted(per_device.items())),
             "threads": {k: sorted(v) for k, v in sorted(threads.items())},
             "suspicious": suspicious,
+            "visible_devices": visible.report(),
+            "process_groups": [g.report() for g in self.state.groups],
+            "unbound_process_groups": group_warnings(self.state.groups),
+            "children": self.children,
         }
 
 
@@ -434,6 +486,7 @@ def _make_mode(sim: Simulator):
     from torch.overrides import TorchFunctionMode
 
     Tensor = torch.Tensor
+    parse_to_func = torch._C._nn._parse_to
 
     def tensors_in(obj, out):
         if isinstance(obj, Tensor):
@@ -501,6 +554,12 @@ def _make_mode(sim: Simulator):
                     return sim.tag(out, getattr(args[0], _TAG, None), new=False)
                 index, implicit = sim.resolve(device)
                 return self._move(args[0], index, implicit, kw, cuda_call=False, rest=rest)
+            if func is parse_to_func:  # Module.to(1): an int is a CUDA index
+                args = tuple(torch.device("cuda", a) if isinstance(a, int) and not isinstance(a, bool) else a
+                             for a in args)
+                if isinstance(kwargs.get("device"), int) and not isinstance(kwargs["device"], bool):
+                    kwargs["device"] = torch.device("cuda", kwargs["device"])
+                return func(*args, **kwargs)
             if func is Tensor.get_device:
                 index = getattr(args[0], _TAG, None)
                 return -1 if index is None else index

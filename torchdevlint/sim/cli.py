@@ -47,9 +47,12 @@ def run_script(script: str, args: List[str], gpus: int = 2, report: str = "text"
     return status
 
 
-def format_report(data: dict) -> str:
+def format_report(data: dict, indent: str = "") -> str:
     lines = [f"torchdevlint sim: placement report ({data['gpus']} simulated GPU"
              f"{'s' if data['gpus'] != 1 else ''})"]
+    if "process" in data:
+        lines = [f"process {data['process']} (a simulated child, {data['gpus']} GPU"
+                 f"{'s' if data['gpus'] != 1 else ''} visible)"]
     if not data["devices"]:
         lines.append("  no tensor was placed on a simulated GPU")
     for device, stats in data["devices"].items():
@@ -60,4 +63,22 @@ def format_report(data: dict) -> str:
         lines.append(f"  warning: {s['where']}: thread {s['thread']!r} put a tensor on {s['device']} "
                      f"through the implicit current device while the main thread was on "
                      f"{s['main_thread_device']} (a new thread starts on cuda:0)")
-    return "\n".join(lines) + "\n"
+    visible = data.get("visible_devices") or {}
+    for late in visible.get("changed_after_init", []):
+        lines.append(f"  warning: {late['where']}: CUDA_VISIBLE_DEVICES set to {late['value']!r} after CUDA "
+                     f"was initialised at {late['initialised_at']}: it has no effect, this process "
+                     f"still sees {late['visible']} GPU{'s' if late['visible'] != 1 else ''}")
+    for group in data.get("process_groups", []):
+        device = group["device"] or "not yet used"
+        how = {"device_id": "bound by device_id=", "set_device": "bound by set_device"}.get(
+            group["bound"], "NO DEVICE BOUND")
+        lines.append(f"  process group ({group['backend']}) rank {group['rank']} of {group['world_size']} "
+                     f"at {group['where']}: communicator on {device} ({how})")
+    for w in data.get("unbound_process_groups", []):
+        lines.append(f"  warning: {w['where']}: rank {w['rank']}'s NCCL process group has no device bound: "
+                     f"its communicator is on {w['device']}, as every unbound rank's is "
+                     "(call torch.cuda.set_device(local_rank) or pass device_id=)")
+    text = "".join(indent + line + "\n" for line in lines)
+    for child in data.get("children", []):
+        text += format_report(child, indent + "  ")
+    return text

@@ -1,0 +1,284 @@
+"""Process-level device setup under the simulator: ``CUDA_VISIBLE_DEVICES`` and NCCL
+process groups.
+
+- **Visible devices.** The simulator's ``gpus`` are the machine's physical GPUs. As in
+  CUDA, ``CUDA_VISIBLE_DEVICES`` is read once, at the first CUDA use (``is_available``,
+  ``device_count``, a placement, ``set_device`` ...): it fixes how many devices the
+  process sees (the listed ordinals, up to the first invalid, duplicate or out-of-range
+  one). A later change of the variable (``os.environ[...] =``, ``update``,
+  ``setdefault``, ``del``, ``os.putenv``) has no effect and is reported with where it
+  happened and where CUDA was initialised.
+- **Process groups.** ``torch.distributed.init_process_group`` runs a real, one-process
+  gloo group in place of NCCL (the CPU build has no NCCL), while ``get_rank`` and
+  ``get_world_size`` answer with the rank and world size the program asked for, so each
+  simulated process reports under its own rank. For an NCCL group it records the
+  communicator's device: ``device_id=`` binds it at once; otherwise it is the current
+  device when the first collective or barrier runs (or the group ends), and a group
+  whose process never bound a device there is reported: every rank's communicator is
+  on GPU 0. Collectives see only this process (a world of one).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+VISIBLE = "CUDA_VISIBLE_DEVICES"
+_COLLECTIVES = ("barrier", "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
+                "all_gather_object", "reduce", "reduce_scatter", "reduce_scatter_tensor", "gather",
+                "scatter", "all_to_all", "all_to_all_single", "broadcast_object_list")
+
+
+def parse_visible(value: Optional[str], physical: int) -> List[int]:
+    """The physical GPUs a process sees, as CUDA reads ``CUDA_VISIBLE_DEVICES``."""
+    if value is None:
+        return list(range(physical))
+    seen: List[int] = []
+    for token in value.split(","):
+        token = token.strip()
+        try:
+            index = int(token)
+        except ValueError:
+            break  # CUDA stops at the first entry it cannot use
+        if index < 0 or index >= physical or index in seen:
+            break
+        seen.append(index)
+    return seen
+
+
+@dataclass
+class VisibleDevices:
+    """What CUDA made of ``CUDA_VISIBLE_DEVICES`` when it initialised."""
+
+    physical: int
+    devices: Optional[List[int]] = None  # None: CUDA not initialised yet
+    value: Optional[str] = None  # the variable's value at initialisation
+    where: str = ""  # the user code that initialised CUDA
+    late: List[Dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def initialised(self) -> bool:
+        return self.devices is not None
+
+    def initialise(self, where: Callable[[], str]) -> int:
+        with self.lock:
+            if self.devices is None:
+                self.value = os.environ.get(VISIBLE)
+                self.devices = parse_visible(self.value, self.physical)
+                self.where = where()
+            return len(self.devices)
+
+    def changed(self, value: Optional[str], where: str) -> None:
+        if self.devices is not None and value != self.value:
+            self.late.append({"where": where, "value": value, "initialised_at": self.where,
+                              "visible": len(self.devices)})
+
+    def report(self) -> Dict[str, Any]:
+        return {"physical": self.physical, "at_init": self.value,
+                "visible": None if self.devices is None else list(self.devices),
+                "initialised_at": self.where or None, "changed_after_init": list(self.late)}
+
+
+def patch_environment(sim, set_attr) -> None:
+    """Watch writes of CUDA_VISIBLE_DEVICES (os.environ and os.putenv)."""
+    environ_type = type(os.environ)
+    original_set = environ_type.__setitem__
+    original_del = environ_type.__delitem__
+    original_putenv = os.putenv
+    visible: VisibleDevices = sim.state.visible
+    from . import _user_frame
+
+    def setitem(env, key, value):
+        original_set(env, key, value)
+        if key == VISIBLE and env is os.environ:
+            visible.changed(value, _user_frame())
+
+    def delitem(env, key):
+        original_del(env, key)
+        if key == VISIBLE and env is os.environ:
+            visible.changed(None, _user_frame())
+
+    def putenv(key, value):
+        original_putenv(key, value)
+        if key == VISIBLE:
+            visible.changed(value, _user_frame())
+
+    set_attr(environ_type, "__setitem__", setitem)
+    set_attr(environ_type, "__delitem__", delitem)
+    set_attr(os, "putenv", putenv)
+
+
+@dataclass
+class Group:
+    backend: str
+    rank: int
+    world_size: int
+    where: str
+    device: Optional[str] = None  # the NCCL communicator's device, once known
+    bound: Optional[str] = None  # device_id | set_device | None (never bound)
+    settled: bool = False
+
+    def report(self) -> Dict[str, Any]:
+        return {"backend": self.backend, "rank": self.rank, "world_size": self.world_size,
+                "where": self.where, "device": self.device, "bound": self.bound}
+
+
+def patch_distributed(sim, set_attr) -> None:
+    """One-process gloo groups in place of NCCL, with the communicator's device recorded."""
+    import torch.distributed as dist
+
+    if not dist.is_available():  # pragma: no cover - every supported build has it
+        return
+    from . import _user_frame
+
+    st = sim.state
+    original_init = dist.init_process_group
+    signature = inspect.signature(original_init)
+    originals = {name: getattr(dist, name) for name in _COLLECTIVES if hasattr(dist, name)}
+    original_destroy = dist.destroy_process_group
+    original_rank, original_world = dist.get_rank, dist.get_world_size
+
+    def settle(group: Group) -> None:
+        """The communicator's device is decided at the first collective (lazy init)."""
+        if group.settled or "nccl" not in group.backend:
+            return
+        group.settled = True
+        if group.bound is None and getattr(st.local, "bound", False):
+            group.bound = "set_device"
+        if group.device is None:
+            group.device = f"cuda:{st.current}"
+
+    def init_process_group(*args, **kwargs):
+        bound_args = signature.bind(*args, **kwargs)
+        params = bound_args.arguments
+        backend = params.get("backend") or "cpu:gloo,cuda:nccl"
+        backend = str(backend).lower()
+        rank = params.get("rank", -1)
+        world = params.get("world_size", -1)
+        rank = rank if rank is not None and rank >= 0 else int(os.environ.get("RANK", "0"))
+        world = world if world is not None and world > 0 else int(os.environ.get("WORLD_SIZE", "1"))
+        group = Group(backend, rank, world, _user_frame())
+        device_id = params.get("device_id")
+        if "nccl" in backend and device_id is not None:
+            index, _ = sim.resolve(device_id)
+            group.device, group.bound, group.settled = f"cuda:{index}", "device_id", True
+        options = {"backend": "gloo", "store": dist.HashStore(), "rank": 0, "world_size": 1}
+        if params.get("timeout") is not None:
+            options["timeout"] = params["timeout"]
+        original_init(**options)
+        st.groups.append(group)
+
+    def current_group() -> Optional[Group]:
+        return st.groups[-1] if st.groups and dist.is_initialized() else None
+
+    def collective(name: str):
+        original = originals[name]
+
+        def run(*args, **kwargs):
+            group = current_group()
+            if group is not None:
+                settle(group)
+            return original(*args, **kwargs)
+
+        run.__name__ = name
+        return run
+
+    def destroy_process_group(*args, **kwargs):
+        group = current_group()
+        if group is not None:
+            settle(group)
+        return original_destroy(*args, **kwargs)
+
+    def get_rank(group=None):
+        ours = current_group()
+        return ours.rank if ours is not None and group is None else original_rank(group)
+
+    def get_world_size(group=None):
+        ours = current_group()
+        return ours.world_size if ours is not None and group is None else original_world(group)
+
+    def cleanup() -> None:
+        for group in st.groups:
+            settle(group)
+        if st.groups and dist.is_initialized():
+            original_destroy()
+
+    set_attr(dist, "init_process_group", init_process_group)
+    set_attr(dist, "destroy_process_group", destroy_process_group)
+    set_attr(dist, "get_rank", get_rank)
+    set_attr(dist, "get_world_size", get_world_size)
+    set_attr(dist, "is_nccl_available", lambda: True)
+    for name in originals:
+        set_attr(dist, name, collective(name))
+    sim._stack.callback(cleanup)  # runs before the patches are undone (LIFO)
+
+
+def group_warnings(groups: List[Group]) -> List[Dict[str, Any]]:
+    return [{"where": g.where, "rank": g.rank, "device": g.device or "cuda:0"}
+            for g in groups if "nccl" in g.backend and g.bound is None]
+
+
+class SimulatedChild:
+    """A process target that runs under a simulator of its own in the child process and
+    leaves its placement report in ``report_dir`` (picklable: ``mp.spawn`` sends it)."""
+
+    def __init__(self, fn, gpus: int, report_dir: str):
+        self.fn = fn
+        self.gpus = gpus
+        self.report_dir = report_dir
+
+    def __call__(self, index, *args):
+        import json
+
+        from . import Simulator
+
+        sim = Simulator(self.gpus, record=True)
+        try:
+            with sim:
+                return self.fn(index, *args)
+        finally:
+            data = sim.report()
+            data["process"] = index
+            path = os.path.join(self.report_dir, f"process-{index}-{os.getpid()}.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(data, f)
+
+
+def patch_processes(sim, set_attr) -> None:
+    """``mp.spawn``/``start_processes`` children run under the simulator too, each
+    reporting under its process index."""
+    import importlib
+    import tempfile
+
+    import torch.multiprocessing as tmp
+
+    spawn_module = importlib.import_module("torch.multiprocessing.spawn")
+    original = spawn_module.start_processes
+
+    def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
+        if sim.children_dir is None:
+            sim.children_dir = tempfile.mkdtemp(prefix="torchdevlint-sim-")
+        child = SimulatedChild(fn, sim.state.physical, sim.children_dir)
+        return original(child, args, nprocs, join, daemon, start_method)
+
+    set_attr(spawn_module, "start_processes", start_processes)
+    set_attr(tmp, "start_processes", start_processes)
+
+
+def collect_children(report_dir: Optional[str]) -> List[Dict[str, Any]]:
+    """The reports the simulated children left, by process index."""
+    import json
+    import shutil
+
+    if report_dir is None or not os.path.isdir(report_dir):
+        return []
+    out = []
+    for name in sorted(os.listdir(report_dir)):
+        with open(os.path.join(report_dir, name), encoding="utf-8") as f:
+            out.append(json.load(f))
+    shutil.rmtree(report_dir, ignore_errors=True)
+    return sorted(out, key=lambda d: d.get("process", 0))

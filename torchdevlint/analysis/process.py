@@ -40,8 +40,10 @@ CUDA_INIT_FUNCTIONS = frozenset(
         "get_device_name", "get_device_properties", "get_device_capability",
         "mem_get_info", "synchronize", "Stream", "current_stream", "default_stream",
         "ipc_collect", "get_arch_list", "is_bf16_supported", "utilization",
+        "device", "device_of",  # entering the context sets the device
+        "amp.GradScaler",  # checks is_available() when constructed
     )
-) | frozenset({"torch.accelerator.set_device_index", "torch.accelerator.current_device_index",
+) | frozenset({"torch.amp.GradScaler", "torch.accelerator.set_device_index", "torch.accelerator.current_device_index",
                "torch.accelerator.device_count", "torch.accelerator.is_available",
                "torch.backends.cudnn.version", N.DATA_PARALLEL})
 _MAX_DEPTH = 8  # how deep helper calls are followed
@@ -162,19 +164,28 @@ class ProcessFlow:
         return False
 
     # ---------------------------------------------------------------- env writes
+    def is_key(self, expr: Optional[cst.BaseExpression], scope) -> bool:
+        """The string "CUDA_VISIBLE_DEVICES", or a name bound only to it."""
+        if _is_key(expr):
+            return True
+        if isinstance(expr, cst.Name):
+            values = self.a.values_of(expr.value, scope)
+            return bool(values) and all(_is_key(v) for v, _ in values)
+        return False
+
     def env_write_call(self, site: CallSite) -> bool:
         q = site.qualname
-        call = site.node
         if q in ("os.environ.setdefault", "os.putenv", "os.environ.__setitem__", "os.environ.pop",
-                 "os.unsetenv"):
+                 "os.unsetenv", "os.environ.__delitem__"):
             first = site.positional(0)
-            return first is not None and _is_key(first.value)
+            return first is not None and self.is_key(first.value, site.scope)
         if q == "os.environ.update":
             if site.keyword(VISIBLE_DEVICES) is not None:
                 return True
             first = site.positional(0)
             if first is not None and isinstance(first.value, cst.Dict):
-                return any(isinstance(el, cst.DictElement) and _is_key(el.key) for el in first.value.elements)
+                return any(isinstance(el, cst.DictElement) and self.is_key(el.key, site.scope)
+                           for el in first.value.elements)
         return False
 
     def env_target(self, target: cst.BaseExpression, scope) -> bool:
@@ -182,18 +193,20 @@ class ProcessFlow:
         if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
             return False
         index = target.slice[0].slice
-        return (isinstance(index, cst.Index) and _is_key(index.value)
+        return (isinstance(index, cst.Index) and self.is_key(index.value, scope)
                 and self.a.qualname(target.value, scope) == "os.environ")
 
     @cached_property
     def env_writes(self) -> List[EnvWrite]:
+        if VISIBLE_DEVICES not in self.a.text:
+            return []
         out = [EnvWrite(s.node) for s in self.a.calls if self.env_write_call(s)]
         out += [EnvWrite(t) for t in self._env_targets]
         return out
 
     @cached_property
     def _env_targets(self) -> List[cst.CSTNode]:
-        if VISIBLE_DEVICES not in self.a.text:
+        if VISIBLE_DEVICES not in self.a.text or "environ" not in self.a.text:
             return []
         return [t for t, scope in self._statement_scopes.items() if self.env_target(t, scope)]
 
@@ -256,13 +269,16 @@ class ProcessFlow:
         if not writes:
             return []
         walker = _Walker(self, writes)
-        walker.walk(self.a.module.body, None, 0)
-        # functions as entries, only those whose reach holds a write
+        walker.walk(self.a.module.body, None, 0)  # run as a script
+        # functions as entries (called from elsewhere, after this module was imported:
+        # what its import ran comes first), only those whose reach holds a write
+        imported = _Walker(self, writes, skip_main_guard=True).walk(self.a.module.body, None, 0)
+        start = None if imported is DEAD else imported
         holders = {self._owner_node(w.node) for w in writes.values()}
         relevant = self.reach(holders, upward=True)
         for fn in self.a.functions.values():
             if fn.node in relevant and isinstance(fn.node, cst.FunctionDef):
-                walker.walk(_body(fn.node), None, 0)
+                walker.walk(_body(fn.node), start, 0)
         return sorted(walker.found.values(), key=lambda lw: self.a.range(lw.write.node).start.line)
 
     def _owner_node(self, node: cst.CSTNode) -> object:
@@ -325,39 +341,79 @@ def _body(node: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
     return [cst.SimpleStatementLine(body=body.body)]  # def f(): a; b
 
 
-def _earliest(analysis: Analysis, *states: State) -> State:
-    live = [s for s in states if s is not None]
+class _Dead:
+    """The state of a path that ended (``return``, ``raise``, ``sys.exit()``,
+    ``break``/``continue`` inside a loop body): nothing after it runs on that path."""
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return "<dead>"
+
+
+DEAD = _Dead()
+_EXITS = frozenset({"sys.exit", "os._exit", "exit", "quit"})
+
+
+def _earliest(analysis: Analysis, *states) -> object:
+    """Merge paths: the earliest CUDA init of the live ones; DEAD when none is live."""
+    live = [s for s in states if s is not DEAD]
     if not live:
+        return DEAD
+    inits = [s for s in live if s is not None]
+    if not inits:
         return None
-    return min(live, key=lambda s: analysis.site_of[s.node].order)
+    return min(inits, key=lambda s: analysis.site_of[s.node].order)
 
 
 class _Walker:
-    """Walks statement lists in execution order, carrying the first CUDA init."""
+    """Walks statement lists in execution order, carrying the first CUDA init
+    (``None`` before it; ``DEAD`` once the path has ended)."""
 
-    def __init__(self, flow: ProcessFlow, writes: Dict[cst.CSTNode, EnvWrite]):
+    def __init__(self, flow: ProcessFlow, writes: Dict[cst.CSTNode, EnvWrite],
+                 skip_main_guard: bool = False):
         self.flow = flow
+        self.skip_main_guard = skip_main_guard  # an import does not run `if __name__ == "__main__":`
         self.a = flow.a
         self.writes = writes
         self.found: Dict[cst.CSTNode, LateWrite] = {}
         self.active: Set[cst.CSTNode] = set()  # functions on the walk's call stack
         self.done: Dict[Tuple[cst.CSTNode, bool], State] = {}  # (function, entered initialised)
+        self.returns: List[List[State]] = []  # per function being entered: states at its returns
 
-    def walk(self, body: Sequence[cst.CSTNode], state: State, depth: int) -> State:
+    def walk(self, body: Sequence[cst.CSTNode], state, depth: int):
         for stmt in body:
+            if state is DEAD:
+                break  # unreachable on this path
             state = self.statement(stmt, state, depth)
         return state
 
-    def statement(self, stmt: cst.CSTNode, state: State, depth: int) -> State:
+    def loop_body(self, body: Sequence[cst.CSTNode], state, depth: int):
+        """A loop body runs zero or more times: twice finds a write that runs after an
+        initialisation made in an earlier iteration."""
+        first = self.walk(body, state, depth)
+        second = self.walk(body, first, depth) if first is not DEAD else DEAD
+        return _earliest(self.a, state, first, second)
+
+    def statement(self, stmt: cst.CSTNode, state, depth: int):
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
+                if state is DEAD:
+                    break
                 state = self.small(small, state, depth)
             return state
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        if isinstance(stmt, cst.FunctionDef):
             for dec in stmt.decorators:
                 state = self.expr(dec.decorator, state, depth)
+            for param in _params(stmt.params):  # defaults run when the def runs
+                if param.default is not None:
+                    state = self.expr(param.default, state, depth)
             return state
+        if isinstance(stmt, cst.ClassDef):
+            for dec in stmt.decorators:
+                state = self.expr(dec.decorator, state, depth)
+            return self.walk(stmt.body.body, state, depth)  # a class body runs at once
         if isinstance(stmt, cst.If):
+            if self.skip_main_guard and _is_main_guard(stmt.test):
+                return state
             state = self.expr(stmt.test, state, depth)
             then = self.walk(stmt.body.body, state, depth)
             other = state
@@ -368,8 +424,8 @@ class _Walker:
             return _earliest(self.a, then, other)
         if isinstance(stmt, (cst.For, cst.While)):
             state = self.expr(stmt.iter if isinstance(stmt, cst.For) else stmt.test, state, depth)
-            state = self.walk(stmt.body.body, state, depth)
-            if stmt.orelse is not None:
+            state = self.loop_body(stmt.body.body, state, depth)
+            if stmt.orelse is not None and state is not DEAD:
                 state = self.walk(stmt.orelse.body.body, state, depth)
             return state
         if isinstance(stmt, cst.With):
@@ -377,24 +433,30 @@ class _Walker:
                 state = self.expr(item.item, state, depth)
             return self.walk(stmt.body.body, state, depth)
         if isinstance(stmt, (cst.Try, getattr(cst, "TryStar", cst.Try))):
-            state = self.walk(stmt.body.body, state, depth)
-            for handler in stmt.handlers:
-                state = _earliest(self.a, state, self.walk(handler.body.body, state, depth))
-            if stmt.orelse is not None:
-                state = self.walk(stmt.orelse.body.body, state, depth)
+            before = state
+            body = self.walk(stmt.body.body, state, depth)
+            merged = body
+            for handler in stmt.handlers:  # the body may have stopped anywhere: start from
+                start = _earliest(self.a, before, body)  # what it may have run
+                merged = _earliest(self.a, merged, self.walk(handler.body.body, start, depth))
+            state = merged
+            if stmt.orelse is not None and body is not DEAD:
+                state = _earliest(self.a, state, self.walk(stmt.orelse.body.body, body, depth))
             if stmt.finalbody is not None:
-                state = self.walk(stmt.finalbody.body.body, state, depth)
+                start = _earliest(self.a, before, state) if state is DEAD else state
+                final = self.walk(stmt.finalbody.body.body, start, depth)
+                state = DEAD if state is DEAD else final
             return state
         match = getattr(cst, "Match", None)
         if match is not None and isinstance(stmt, match):
             state = self.expr(stmt.subject, state, depth)
-            merged = state
+            merged = DEAD
             for case in stmt.cases:
                 merged = _earliest(self.a, merged, self.walk(case.body.body, state, depth))
-            return merged
+            return _earliest(self.a, merged, state)  # no case may match
         return self.expr(stmt, state, depth)  # anything else: its calls in order
 
-    def small(self, small: cst.CSTNode, state: State, depth: int) -> State:
+    def small(self, small: cst.CSTNode, state, depth: int):
         targets: List[cst.CSTNode] = []
         value: Optional[cst.CSTNode] = small
         if isinstance(small, cst.Assign):
@@ -405,6 +467,13 @@ class _Walker:
             t = small.target
             targets = [e.value for e in t.elements] if isinstance(t, cst.Tuple) else [t]
             value = None
+        elif isinstance(small, (cst.Return, cst.Raise)):
+            state = self.expr(small, state, depth)
+            if isinstance(small, cst.Return) and self.returns and state is not DEAD:
+                self.returns[-1].append(state)
+            return DEAD
+        elif isinstance(small, (cst.Break, cst.Continue)):
+            return DEAD  # this iteration's path ends; the loop merges the state before it
         if value is not None:
             state = self.expr(value, state, depth)
         for target in targets:
@@ -412,11 +481,11 @@ class _Walker:
                 self.note(target, state)
         return state
 
-    def note(self, node: cst.CSTNode, state: State) -> None:
-        if state is not None and node not in self.found:
+    def note(self, node: cst.CSTNode, state) -> None:
+        if state is not None and state is not DEAD and node not in self.found:
             self.found[node] = LateWrite(self.writes[node], state)
 
-    def expr(self, node: cst.CSTNode, state: State, depth: int) -> State:
+    def expr(self, node: cst.CSTNode, state, depth: int):
         for call in _calls_in_order(node):
             site = self.a.site_of.get(call)
             if site is None:
@@ -426,24 +495,53 @@ class _Walker:
             init = self.flow.cuda_init(site)
             if init is not None and state is None:
                 state = init
+            if site.qualname in _EXITS or (
+                    isinstance(call.func, cst.Name) and call.func.value in ("exit", "quit")
+                    and self.a.lookup(call.func.value, site.scope)[0] is None):
+                return DEAD
             callee = self.flow.callee(site)
             if callee is not None and isinstance(callee.node, cst.FunctionDef):
                 state = self.enter(callee.node, state, depth)
         return state
 
-    def enter(self, fn: cst.FunctionDef, state: State, depth: int) -> State:
+    def enter(self, fn: cst.FunctionDef, state, depth: int):
+        """A call of a function of this file: its body runs now; the caller goes on with
+        what any of its returns (or its end) carried."""
         if fn in self.active or depth >= _MAX_DEPTH:
             return state
         key = (fn, state is not None)
         if key in self.done:
-            return state or self.done[key]
+            return state if state is not None else self.done[key]
         self.active.add(fn)
+        self.returns.append([])
         try:
-            out = self.walk(_body(fn), state, depth + 1)
+            end = self.walk(_body(fn), state, depth + 1)
+            out = _earliest(self.a, end, *self.returns[-1])
         finally:
+            self.returns.pop()
             self.active.discard(fn)
+        if out is DEAD:
+            out = state  # it always raises: the caller's next statements do not run, but
+            # the caller may catch it; keep what the caller had
         self.done[key] = out
         return out
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    if not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = [test.left, test.comparisons[0].comparator]
+    names = [x for x in sides if isinstance(x, cst.Name) and x.value == "__name__"]
+    strings = [x for x in sides if isinstance(x, cst.SimpleString) and x.evaluated_value == "__main__"]
+    return len(names) == 1 and len(strings) == 1
+
+
+def _params(params: cst.Parameters) -> List[cst.Param]:
+    out = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    return out
 
 
 def _calls_in_order(node: cst.CSTNode) -> List[cst.Call]:

@@ -134,6 +134,17 @@ class Context:
         edits = self.insert_module_lines([line], anchor, need_torch=self.analysis.torch_alias is None)
         return DeviceChoice(name, True, "a module-level device"), edits, frozenset({name})
 
+    def module_query_hazard(self) -> Optional[str]:
+        """Why a module-level CUDA query (``is_available()``, ``device_count()``) must not be
+        inserted here, or None. It would initialise CUDA at import, before the module's
+        own ``CUDA_VISIBLE_DEVICES`` assignment, which then silently stops working."""
+        writes = self.analysis.process.env_writes
+        if not writes:
+            return None
+        line = min(self.start(w.node)[0] for w in writes)
+        return (f"this module sets `CUDA_VISIBLE_DEVICES` (line {line}): a module-level CUDA query "
+                "would initialise CUDA first and make that assignment ineffective")
+
     def insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool) -> List[Edit]:
         """Insert lines after the imports that precede the first use (at order ``anchor``).
         Every fix of a module asks for the same insertion: it is computed once."""

@@ -49,7 +49,9 @@ class BareCudaCall(Rule):
         `.cuda()`). It is **unsafe** when the receiver may be another class with its own
         `.cuda()` (bitsandbytes' `Int8Params` quantizes in it) or when the device named
         in scope may differ from the current one. It is **display-only** when a class in
-        the same file defines its own `cuda` method.
+        the same file defines its own `cuda` method, and when the definition it would
+        insert (a CUDA query at import) would run before the module's own
+        `CUDA_VISIBLE_DEVICES` assignment (see TDL105).
     """
     VALID = (
         "import torch\nx = torch.zeros(3).cuda(1)\n",
@@ -82,6 +84,9 @@ class BareCudaCall(Rule):
             "x = torch.ones(2).to(device)\n",
         ),
         Example("class P:\n    def cuda(self):\n        return self\np = P().cuda()\n", None),
+        # the inserted definition would query CUDA at import, before this assignment
+        Example("import os, torch\ndef main(gpus):\n    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\n"
+                "    return torch.zeros(1).cuda()\n", None),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -99,10 +104,14 @@ class BareCudaCall(Rule):
             device, edits, defines = ctx.device_for(site, anchor)
             edits = edits + [ctx.cuda_to_device(call, device.code)]
             kind = analysis.torch_kind(receiver, site.scope)
+            hazard = ctx.module_query_hazard() if defines else None
             if own_cuda:
                 names = ", ".join(f"`{c.name}`" for c in own_cuda)
                 applicability = Applicability.DISPLAY
                 note = f"display only: {names} in this file defines its own `cuda()`"
+            elif hazard:
+                applicability = Applicability.DISPLAY
+                note = f"display only: {hazard}"
             else:
                 reasons = []
                 if kind is None:

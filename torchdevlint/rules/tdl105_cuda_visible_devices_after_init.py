@@ -60,6 +60,12 @@ class CudaVisibleDevicesAfterInit(Rule):
         "os.environ['CUDA_VISIBLE_DEVICES'] = '2'\nreport()\n",
         "import os, torch\nif args.cpu:\n    torch.cuda.is_available()\n"
         "elif args.gpus:\n    os.environ['CUDA_VISIBLE_DEVICES'] = args.gpus\n",
+        "import os, sys, torch\ndef main(args):\n    if args.list:\n        print(torch.cuda.device_count())\n"
+        "        sys.exit(0)\n    os.environ['CUDA_VISIBLE_DEVICES'] = args.gpus\n",
+        "import os, torch\ndef main(args):\n    if args.list:\n        print(torch.cuda.device_count())\n"
+        "        return\n    os.environ['CUDA_VISIBLE_DEVICES'] = args.gpus\n",
+        "import os, torch\ntorch.cuda.manual_seed_all(0)\ntorch.backends.cudnn.benchmark = True\n"
+        "os.environ['CUDA_VISIBLE_DEVICES'] = '0'\n",
     )
     INVALID = (
         Example("import os, torch\nprint(torch.cuda.is_available())\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"),
@@ -74,15 +80,24 @@ class CudaVisibleDevicesAfterInit(Rule):
         Example(
             "import os, torch\nif torch.cuda.is_available():\n    os.environ['CUDA_VISIBLE_DEVICES'] = '3'\n"
         ),
+        Example(
+            "import os, torch\ndef sweep(groups):\n    for g in groups:\n"
+            "        os.environ['CUDA_VISIBLE_DEVICES'] = g\n        run(torch.zeros(1).cuda())\n"
+        ),
+        Example(
+            "import os, torch\nKEY = 'CUDA_VISIBLE_DEVICES'\nscaler = torch.cuda.amp.GradScaler()\n"
+            "os.environ[KEY] = '0'\n"
+        ),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
         for late in ctx.analysis.process.late_env_writes:
             line = ctx.start(late.init.node)[0]
+            earlier = ", which runs earlier" if line > ctx.start(late.write.node)[0] else ""
             yield ctx.violation(
                 late.write.node,
                 f"`CUDA_VISIBLE_DEVICES` is set after CUDA was initialised by {late.init.what} "
-                f"(line {line}): CUDA read the variable then, so this process keeps seeing every GPU",
+                f"(line {line}{earlier}): CUDA read the variable then, so this process keeps seeing every GPU",
                 Fix(Applicability.DISPLAY,
                     f"Set `CUDA_VISIBLE_DEVICES` before the first CUDA call (line {line}), e.g. "
                     "right after the imports, or at launch: `CUDA_VISIBLE_DEVICES=1 python script.py`"),

@@ -140,6 +140,9 @@ class DataParallelImplicitDevices(Rule):
         if local_subclass:
             reasons.append("the wrapper is a subclass defined here")
         applicability = Applicability.UNSAFE if reasons else Applicability.SAFE
+        hazard = ctx.module_query_hazard()
+        if hazard:  # the inserted device_count() would run at import
+            applicability, reasons = Applicability.DISPLAY, reasons + [f"display only: {hazard}"]
         note = f" ({'; '.join(reasons)})" if reasons else ""
         return Fix(applicability,
                    f"Move the module to `{primary}` before wrapping and pass `device_ids={ids}`{note}",

@@ -47,6 +47,13 @@ CUDA_INIT_FUNCTIONS = frozenset(
                "torch.accelerator.device_count", "torch.accelerator.is_available",
                "torch.backends.cudnn.version", N.DATA_PARALLEL})
 _MAX_DEPTH = 8  # how deep helper calls are followed
+# Library entry points that bind the process's device to its local rank when constructed
+# (accelerate's PartialState does set_device; TrainingArguments goes through it).
+_BINDING_APIS = frozenset({
+    "accelerate.Accelerator", "accelerate.PartialState", "accelerate.state.PartialState",
+    "accelerate.accelerator.Accelerator", "transformers.TrainingArguments",
+    "transformers.Seq2SeqTrainingArguments", "transformers.training_args.TrainingArguments",
+})
 
 
 @dataclass(frozen=True)
@@ -299,7 +306,8 @@ class ProcessFlow:
         out = []
         for site in self.a.calls:
             q = site.qualname
-            if q in N.SET_DEVICE or q in N.DEVICE_CONTEXTS or self.env_write_call(site):
+            if (q in N.SET_DEVICE or q in N.DEVICE_CONTEXTS or q in _BINDING_APIS
+                    or self.env_write_call(site)):
                 out.append(site)
             elif (q is None or not N.is_torch(q)) and self.callee(site) is None:
                 name = _called_name(site.node.func)  # local helpers are read, not guessed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, List, Optional
 
 import libcst as cst
@@ -81,6 +82,12 @@ class ProcessGroupWithoutDevice(Rule):
         "import os, torch\nimport torch.distributed as dist\n"
         "def worker(rank):\n    os.environ['CUDA_VISIBLE_DEVICES'] = str(rank)\n"
         "    dist.init_process_group('nccl')\n",
+        "import torch.distributed as dist\nfrom transformers import TrainingArguments\n"
+        "def main():\n    dist.init_process_group(backend='nccl')\n    args = TrainingArguments('out')\n",
+        "import torch.distributed as dist\ndef init(args, backend='gloo'):\n"
+        "    dist.init_process_group(backend)\n",
+        "import torch.distributed as dist\ndef init(args):\n    args.dist_backend = 'gloo'\n"
+        "    dist.init_process_group(backend=args.dist_backend)\n",
     )
     INVALID = (
         Example(
@@ -101,6 +108,16 @@ class ProcessGroupWithoutDevice(Rule):
         ),
         Example(
             "import torch.distributed as dist\ndef init(args):\n    dist.init_process_group()\n",
+            None,
+        ),
+        Example(
+            "import torch.distributed as dist\ndef init(args, backend='nccl'):\n"
+            "    dist.init_process_group(backend)\n",
+            None,
+        ),
+        Example(
+            "import torch.distributed as dist\ndef init(args):\n    args.dist_backend = 'nccl'\n"
+            "    dist.init_process_group(backend=args.dist_backend, init_method=args.dist_url)\n",
             None,
         ),
     )
@@ -141,11 +158,32 @@ class ProcessGroupWithoutDevice(Rule):
                        and self._is_nccl(ctx, e, site, depth + 1) for e in (expr.body, expr.orelse))
         if isinstance(expr, cst.Attribute) and expr.attr.value.upper() == "NCCL":
             return True  # dist.Backend.NCCL
-        if isinstance(expr, cst.Name) and depth < 3:
-            values = ctx.analysis.values_of(expr.value, site.scope)
+        if depth >= 3:
+            return False
+        a = ctx.analysis
+        if isinstance(expr, cst.Name):
+            values = a.values_of(expr.value, site.scope)
+            if values is None:  # a parameter: its default, when nothing else is known
+                values = self._param_default(ctx, expr.value, site)
             return bool(values) and any(
                 not isinstance(v, cst.Name) and self._is_nccl(ctx, v, site, depth + 1) for v, _ in values)
+        if isinstance(expr, cst.Attribute):  # args.dist_backend = "nccl" just before, in this function
+            fn = a.enclosing_function(site.scope)
+            body = a.code(fn.node) if fn is not None else ""
+            target = re.escape(a.code(expr))
+            found = re.findall(rf"(?m)^[ \t]*{target}[ \t]*=[ \t]*(['\"])([\w:,]+)\1[ \t]*(?:#.*)?$", body)
+            return bool(found) and all("nccl" in value.lower() for _, value in found)
         return False
+
+    def _param_default(self, ctx: Context, name: str, site: CallSite):
+        fn = ctx.analysis.enclosing_function(site.scope)
+        if fn is None or not isinstance(fn.node, cst.FunctionDef) or name not in fn.params:
+            return None
+        params = fn.node.params
+        for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
+            if p.name.value == name and p.default is not None:
+                return [(p.default, fn.scope)]
+        return None
 
     # ------------------------------------------------------------------ fix
     def _fix(self, ctx: Context, site: CallSite) -> Fix:

@@ -65,6 +65,8 @@ class ClassInfo:
     bases: List[cst.BaseExpression]
     methods: Dict[str, "FunctionInfo"] = field(default_factory=dict)
     self_attrs: Dict[str, List[cst.BaseExpression]] = field(default_factory=dict)
+    # self.<attr> = value: (value, the method that assigns it, document order)
+    self_attr_sets: Dict[str, List[Tuple[cst.BaseExpression, str, int]]] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -216,6 +218,14 @@ class Analysis:
         from .process import ProcessFlow
 
         return ProcessFlow(self)
+
+    @cached_property
+    def devices(self):
+        """Device facts at call sites (``devices.DeviceFacts``): per-rank code, binding
+        state, chosen and input devices, the verdict for each bare ``.cuda()``."""
+        from .devices import DeviceFacts
+
+        return DeviceFacts(self)
 
     # ------------------------------------------------------------------ positions
     # Positions are computed lazily, per top-level statement that holds a reported node:
@@ -1049,6 +1059,8 @@ class _Collector(cst.CSTVisitor):
             klass = self._method_class()
             if klass is not None:
                 klass.self_attrs.setdefault(target.attr.value, []).append(value)
+                method = next((sc.name for sc in reversed(self.scopes) if sc.kind == "function"), "")
+                klass.self_attr_sets.setdefault(target.attr.value, []).append((value, method, self.counter))
 
     def _method_class(self) -> Optional[ClassInfo]:
         for scope in reversed(self.scopes):

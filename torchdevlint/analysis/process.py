@@ -53,6 +53,10 @@ _BINDING_APIS = frozenset({
     "accelerate.Accelerator", "accelerate.PartialState", "accelerate.state.PartialState",
     "accelerate.accelerator.Accelerator", "transformers.TrainingArguments",
     "transformers.Seq2SeqTrainingArguments", "transformers.training_args.TrainingArguments",
+    # colossalai's launchers set_device(local_rank) after creating the process group
+    "colossalai.launch", "colossalai.launch_from_torch", "colossalai.initialize.launch",
+    "colossalai.initialize.launch_from_torch", "colossalai.legacy.initialize.launch",
+    "colossalai.legacy.initialize.launch_from_torch", "colossalai.legacy.launch",
 })
 
 
@@ -315,6 +319,57 @@ class ProcessFlow:
                     out.append(site)
         return out
 
+    # ---------------------------------------------------------------- local rank
+    def local_rank_expr(self, site: CallSite) -> Optional[str]:
+        """An expression for this process's local rank, visible at ``site``: a
+        ``local_rank`` variable bound before it, ``args.local_rank``, the index an
+        ``mp.spawn`` target receives (or the parameter it passes that index to), or
+        ``int(os.environ["LOCAL_RANK"])`` where the code reads it from the launcher."""
+        a = self.a
+        for name in _LOCAL_RANK_NAMES:
+            owner, imported = a.lookup(name, site.scope)
+            if owner is not None and imported is None and _bound_before(owner, name, site):
+                return name
+        fn = a.enclosing_function(site.scope)
+        if fn is not None:
+            for p in fn.params:  # args.local_rank, opt.local_rank ...
+                if f"{p}.local_rank" in a.code(fn.node):
+                    return f"{p}.local_rank"
+            spawn_index = self._spawn_index_param(fn)
+            if spawn_index is not None:
+                return spawn_index
+        body = a.code(fn.node) if fn is not None else a.text
+        if "LOCAL_RANK" in body and a.module_scope.imports.get("os") == "os":
+            return 'int(os.environ["LOCAL_RANK"])'  # what the launcher (torchrun, elastic agent) sets
+        return None
+
+    def _spawn_index_param(self, fn: FunctionInfo) -> Optional[str]:
+        """The parameter holding the process index ``mp.spawn`` passes: the first one of
+        a spawn target, or the one a spawn target passes its index to."""
+        a = self.a
+        if not fn.params:
+            return None
+        if self._spawned(fn):
+            return fn.params[0]
+        found: List[str] = []
+        for call in a.calls:
+            if self.callee(call) is not fn:
+                continue
+            caller = a.enclosing_function(call.scope)
+            if caller is None or not caller.params or not self._spawned(caller):
+                return None
+            positional = [arg for arg in call.node.args if arg.keyword is None and not arg.star]
+            index = next((i for i, arg in enumerate(positional) if isinstance(arg.value, cst.Name)
+                          and arg.value.value == caller.params[0]), None)
+            if index is None or index >= len(fn.params):
+                return None
+            found.append(fn.params[index])
+        return found[0] if found and len(set(found)) == 1 else None
+
+    def _spawned(self, fn: FunctionInfo) -> bool:
+        return any(t.function is fn and t.site is not None and t.site.qualname in N.PROCESS_SPAWNERS
+                   for t in self.a.targets)
+
 
 _BINDER = re.compile(r"(?:^|_)(?:get|set|select|setup|init|bind|pin)_?(?:cuda_|gpu_|local_)?device(?:$|_)|device_setup")
 
@@ -323,6 +378,18 @@ def _binder_name(name: str) -> bool:
     """A helper of another module whose name says it binds the device (torchtune's
     ``get_device``, yolov5's ``select_device``, ``setup_device``...)."""
     return bool(_BINDER.search(name.lower()))
+
+
+_LOCAL_RANK_NAMES = ("local_rank", "LOCAL_RANK", "localrank", "local_rank_id", "lrank")
+
+
+def _bound_before(owner, name: str, site: CallSite) -> bool:
+    bindings = owner.bindings[name]
+    if any(b.kind == "param" for b in bindings):
+        return True
+    if owner.is_function and owner is not site.scope:
+        return True  # bound in an enclosing function: a closure
+    return any(b.order < site.order for b in bindings)
 
 
 def _called_name(func: cst.BaseExpression) -> Optional[str]:

@@ -6,6 +6,9 @@ from typing import Dict, List, Type
 
 from .base import Rule
 from .tdl001_bare_cuda_call import BareCudaCall
+from .tdl002_cuda_call_ignores_input_device import CudaCallIgnoresInputDevice
+from .tdl003_rank_code_on_fixed_device import RankCodeOnFixedDevice
+from .tdl004_cuda_call_bypasses_device import CudaCallBypassesDevice
 from .tdl101_global_set_device import GlobalSetDevice
 from .tdl102_set_device_in_thread import SetDeviceInThread
 from .tdl103_device_context_not_entered import DeviceContextNotEntered
@@ -24,6 +27,9 @@ from .tdl9xx_tool_errors import (
 ALL_RULES: List[Type[Rule]] = sorted(
     [
         BareCudaCall,
+        CudaCallIgnoresInputDevice,
+        RankCodeOnFixedDevice,
+        CudaCallBypassesDevice,
         GlobalSetDevice,
         SetDeviceInThread,
         DeviceContextNotEntered,

@@ -13,7 +13,7 @@ from typing import ClassVar, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from ..analysis import Analysis, CallSite, DeviceChoice
+from ..analysis import Analysis
 from ..model import Applicability, Edit, Fix, Position, Violation
 
 
@@ -119,20 +119,37 @@ class Context:
         device_arg = cst.Arg(parsed[device_code])
         return self.rename_call(call, "to", [device_arg] + kept)
 
-    def device_for(self, site: CallSite, anchor: int) -> Tuple[DeviceChoice, List[Edit], frozenset]:
-        """The device to name at ``site``: one in scope, else a module-level definition.
+    def device_definition(self, anchor: int) -> Tuple[Optional[str], List[Edit], str]:
+        """A device definition for uses that have no device in scope, where the script's
+        own execution starts: (name, edits, where) or (None, [], why not).
 
-        ``anchor`` is the order of the first use in the module that may need the
-        definition, so that every fix inserts the very same text at the same place.
+        Never in a library module (it would query CUDA at import in every importer), nor
+        in a module that sets ``CUDA_VISIBLE_DEVICES`` (the query would freeze it first);
+        in a script, after the imports that precede the first use. ``anchor`` is the order of the first use, so that every fix of
+        the module inserts the very same text at the same place.
         """
-        found = self.analysis.infer_device(site)
-        if found is not None:
-            return found, [], frozenset()
-        name = self.analysis.free_name(self.analysis.device_name)
-        torch = self.analysis.torch_alias or "torch"
+        a = self.analysis
+        if a.devices.entry_point(anchor) is None:
+            return None, [], ("this looks like a library module (no script entry point): a device "
+                              "defined at import would query CUDA in every importer; pass a device in")
+        name = a.free_name(a.device_name)
+        torch = a.torch_alias or "torch"
         line = f'{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
-        edits = self.insert_module_lines([line], anchor, need_torch=self.analysis.torch_alias is None)
-        return DeviceChoice(name, True, "a module-level device"), edits, frozenset({name})
+        hazard = self.module_query_hazard()
+        if hazard:  # a write this process makes must come before any CUDA query
+            return None, [], hazard
+        edits = self.insert_module_lines([line], anchor, need_torch=a.torch_alias is None)
+        return name, edits, "a device defined where the script starts (falls back to the CPU)"
+
+    def guarded(self, fix: Fix) -> Fix:
+        """The fix, made display-only when a class of this file defines its own ``cuda``
+        (a rewrite to ``.to`` would skip what that method does)."""
+        own = self.analysis.classes_defining_cuda
+        if not own or fix.applicability is Applicability.DISPLAY:
+            return fix
+        names = ", ".join(f"`{c.name}`" for c in own)
+        return Fix(Applicability.DISPLAY,
+                   f"{fix.message} (display only: {names} in this file defines its own `cuda()`)")
 
     def module_query_hazard(self) -> Optional[str]:
         """Why a module-level CUDA query (``is_available()``, ``device_count()``) must not be

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..analysis import is_bare_cuda
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule
 
@@ -16,15 +15,21 @@ class BareCudaCall(Rule):
     triggers = (".cuda(",)
     fixable = "always"
     what = """
-        A `.cuda()` call with no device: no positional argument, no `device=`, or
-        `device=None`, on any receiver (tensors, modules, call chains, lambdas,
-        comprehensions), outside a `with torch.cuda.device(...):` block.
+        A `.cuda()` call with no device (no positional argument, no `device=`, or
+        `device=None`) that is merely implicit: none of the bug-grade shapes (TDL002
+        an input's device at hand, TDL003 per-rank code before any binding, TDL004 a
+        device the code already chose), and not provably right. Quiet inside
+        `with torch.cuda.device(...):`, inside a user-defined `cuda()` override, and after
+        a rank- or worker-derived binding on the same path (`set_device(local_rank)` in
+        DDP setup or a spawned worker, a launcher that binds each process's device,
+        a per-process `CUDA_VISIBLE_DEVICES`).
     """
     why = """
         `x.cuda()` moves `x` to CUDA's *current device*, which is `cuda:0` unless
-        something set it, and which is per thread. In multi-GPU code that is how every
-        rank ends up allocating on GPU 0, and the script cannot run on a machine without
-        CUDA at all. An explicit `torch.device` makes placement visible and testable.
+        something set it, and which is per thread. The code works on one GPU, but where
+        it runs is decided elsewhere and it cannot run on a machine without CUDA. An
+        explicit `torch.device` makes placement visible and testable. For CI, this is
+        the code to `ignore` when you want bugs only (TDL002-TDL004 are the bugs).
     """
     example = """
         model = Net().cuda()
@@ -39,19 +44,20 @@ class BareCudaCall(Rule):
     """
     fix_safety = """
         The fix rewrites `.cuda(...)` to `.to(<device>, ...)`, keeping `non_blocking` and
-        `memory_format`. The device is the one the code already names (a `device`
-        variable or parameter in scope, `self.device`, the input's device inside
-        `forward`); when none exists, one module-level definition that falls back to the
-        CPU is inserted after the imports. It is **safe** when the receiver is provably a
-        torch tensor or module (a torch factory or constructor, an `nn.Module` subclass of
-        this file, a name assigned only from those) and the device is provably the
-        current device (`torch.device("cuda")` resolves it at call time, exactly like
-        `.cuda()`). It is **unsafe** when the receiver may be another class with its own
-        `.cuda()` (bitsandbytes' `Int8Params` quantizes in it) or when the device named
-        in scope may differ from the current one. It is **display-only** when a class in
-        the same file defines its own `cuda` method, and when the definition it would
-        insert (a CUDA query at import) would run before the module's own
-        `CUDA_VISIBLE_DEVICES` assignment (see TDL105).
+        `memory_format`. It is **safe** only when the device named in scope is provably
+        the current device (`device = torch.device("cuda")`: it resolves at call time,
+        exactly like `.cuda()`) and the receiver is provably a torch tensor or module.
+        Inside `forward` of an `nn.Module` it uses the first input's `.device`
+        (**unsafe**: the input may be elsewhere). When nothing names a device, it
+        defines one where the script's own execution
+        starts (after the imports of a script: one with a main guard, or whose module
+        level does work) that falls back to the CPU: **unsafe**, since the CPU fallback
+        changes behaviour on machines without CUDA. A library module gets no definition
+        (a CUDA query at import time in every importer): **display-only**. Also
+        display-only when a class in the same file defines its own `cuda` method, and
+        when the definition would run before the module's own `CUDA_VISIBLE_DEVICES`
+        assignment (see TDL105). Unsafe too when the receiver may be another class with
+        its own `.cuda()` (bitsandbytes' `Int8Params` quantizes in it).
     """
     VALID = (
         "import torch\nx = torch.zeros(3).cuda(1)\n",
@@ -62,6 +68,15 @@ class BareCudaCall(Rule):
         "s = 'x.cuda()'  # a comment about .cuda()\n",
         "x = t.cuda(*args)\n",
         "x = t.to(device)\n",
+        # bound per process before the use: provably the intended device
+        "import torch\nimport torch.distributed as dist\n"
+        "def worker(local_rank):\n    dist.init_process_group('nccl')\n    torch.cuda.set_device(local_rank)\n"
+        "    return torch.zeros(2).cuda()\n",
+        "import torch\nclass Params(torch.nn.Parameter):\n    def cuda(self, device=None):\n"
+        "        return super().cuda(device)\n",
+        # CUDA_VISIBLE_DEVICES chosen before the first CUDA use: cuda:0 is the chosen GPU
+        "import os, torch\ndef main(gpus):\n    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\n"
+        "    return torch.zeros(1).cuda()\n",
     )
     INVALID = (
         Example(
@@ -75,58 +90,67 @@ class BareCudaCall(Rule):
             "x = T.from_numpy(a).float().to(device, non_blocking=True)\n",
         ),
         Example(
-            "def step(batch, device):\n    return [t.cuda() for t in batch]\n",
-            "def step(batch, device):\n    return [t.to(device) for t in batch]\n",
-        ),
-        Example(
             "import torch\nx = torch.ones(2).cuda(device=None)\n",
             'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
             "x = torch.ones(2).to(device)\n",
         ),
+        # an exact current device in scope: safe
+        Example(
+            "import torch\ndevice = torch.device('cuda')\nx = torch.zeros(1).cuda()\n",
+            "import torch\ndevice = torch.device('cuda')\nx = torch.zeros(1).to(device)\n",
+        ),
+        # a library module: no definition at import time
+        Example("import torch\ndef make(n):\n    return torch.zeros(n).cuda()\n", None),
         Example("class P:\n    def cuda(self):\n        return self\np = P().cuda()\n", None),
         # the inserted definition would query CUDA at import, before this assignment
-        Example("import os, torch\ndef main(gpus):\n    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\n"
-                "    return torch.zeros(1).cuda()\n", None),
+        Example("import os, torch\ndef setup(gpus):\n    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\n"
+                "def build():\n    return torch.zeros(1).cuda()\nif __name__ == '__main__':\n    build()\n", None),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
         analysis = ctx.analysis
-        claimed = analysis.data_parallel_moves  # reported as TDL201
-        sites = [s for s in analysis.calls
-                 if is_bare_cuda(s.node) and not s.in_device_context and s.node not in claimed]
+        sites = analysis.devices.sites(self.code)
         if not sites:
             return
-        anchor = sites[0].order
+        anchor = min(s.order for s, _ in sites)
         own_cuda = analysis.classes_defining_cuda
-        for site in sites:
+        for site, verdict in sites:
             call = site.node
             receiver = call.func.value  # type: ignore[union-attr]
-            device, edits, defines = ctx.device_for(site, anchor)
-            edits = edits + [ctx.cuda_to_device(call, device.code)]
             kind = analysis.torch_kind(receiver, site.scope)
-            hazard = ctx.module_query_hazard() if defines else None
+            reasons = [] if kind is not None else ["the receiver may not be a torch tensor or module"]
+            edits: list = []
+            defines: frozenset = frozenset()
+            forward = analysis.devices.forward_input(site) if verdict.device is None else None
+            if verdict.device is not None:  # an exact current device in scope
+                device_code = verdict.device.code
+                applicability = Applicability.UNSAFE if reasons else Applicability.SAFE
+            elif forward is not None:  # library-safe: no definition, the input's device
+                device_code = forward.code
+                applicability = Applicability.UNSAFE
+                reasons.insert(0, f"{forward.why} may not be on the current device")
+            else:
+                name, edits, why = ctx.device_definition(anchor)
+                device_code = name or analysis.device_name
+                if name is None:
+                    applicability, reasons = Applicability.DISPLAY, [f"display only: {why}"]
+                else:
+                    defines = frozenset({name})
+                    applicability = Applicability.UNSAFE
+                    reasons.insert(0, why)
             if own_cuda:
                 names = ", ".join(f"`{c.name}`" for c in own_cuda)
                 applicability = Applicability.DISPLAY
-                note = f"display only: {names} in this file defines its own `cuda()`"
-            elif hazard:
-                applicability = Applicability.DISPLAY
-                note = f"display only: {hazard}"
-            else:
-                reasons = []
-                if kind is None:
-                    reasons.append("the receiver may not be a torch tensor or module")
-                if not device.exact:
-                    reasons.append(f"{device.why} may not be the current device")
-                applicability = Applicability.UNSAFE if reasons else Applicability.SAFE
-                note = "; ".join(reasons)
-            message = f"Use `.to({device.code})` instead"
-            if note:
-                message += f" ({note})"
-            fix = Fix(applicability, message, tuple(edits), defines)
+                reasons = [f"display only: {names} in this file defines its own `cuda()`"]
+            message = f"Use `.to({device_code})` instead"
+            if reasons:
+                message += f" ({'; '.join(reasons)})"
+            fix_edits = tuple(edits) + (ctx.cuda_to_device(call, device_code),)
+            fix = Fix(applicability, message, fix_edits if applicability is not Applicability.DISPLAY else (),
+                      defines)
             yield ctx.violation(
                 call,
-                "`.cuda()` without a device moves to the current device (cuda:0 unless set); "
-                "pass an explicit device",
+                "`.cuda()` without a device uses the implicit current device (cuda:0 unless something "
+                "set it); pass an explicit device",
                 fix,
             )

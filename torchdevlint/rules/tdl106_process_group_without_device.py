@@ -7,12 +7,10 @@ from typing import Iterable, List, Optional
 
 import libcst as cst
 
-from ..analysis import CallSite, FunctionInfo
+from ..analysis import CallSite
 from ..model import Applicability, Edit, Fix, Violation
 from .. import names as N
 from .base import Context, Example, Rule
-
-_LOCAL_RANK_NAMES = ("local_rank", "LOCAL_RANK", "localrank", "local_rank_id", "lrank")
 
 
 class ProcessGroupWithoutDevice(Rule):
@@ -187,7 +185,7 @@ class ProcessGroupWithoutDevice(Rule):
 
     # ------------------------------------------------------------------ fix
     def _fix(self, ctx: Context, site: CallSite) -> Fix:
-        rank = self._local_rank(ctx, site)
+        rank = ctx.analysis.process.local_rank_expr(site)
         advice = ("bind the rank's GPU before this call (`torch.cuda.set_device(local_rank)`) or pass "
                   "`device_id=torch.device(\"cuda\", local_rank)`")
         if rank is None:
@@ -198,61 +196,6 @@ class ProcessGroupWithoutDevice(Rule):
         return Fix(Applicability.UNSAFE,
                    f"Pass `device_id=torch.device(\"cuda\", {rank})` (binds the GPU eagerly; torch >= 2.3)",
                    tuple(edits))
-
-    def _local_rank(self, ctx: Context, site: CallSite) -> Optional[str]:
-        """An expression for this process's local rank, visible at the call."""
-        a = ctx.analysis
-        for name in _LOCAL_RANK_NAMES:
-            owner, imported = a.lookup(name, site.scope)
-            if owner is not None and imported is None and self._bound_before(ctx, owner, name, site):
-                return name
-        fn = a.enclosing_function(site.scope)
-        if fn is not None:
-            for p in fn.params:  # args.local_rank, opt.local_rank ...
-                if f"{p}.local_rank" in a.code(fn.node):
-                    return f"{p}.local_rank"
-            spawn_index = self._spawn_index_param(ctx, fn)
-            if spawn_index is not None:
-                return spawn_index
-        body = a.code(fn.node) if fn is not None else a.text
-        if "LOCAL_RANK" in body and a.module_scope.imports.get("os") == "os":
-            return 'int(os.environ["LOCAL_RANK"])'  # what the launcher (torchrun, elastic agent) sets
-        return None
-
-    def _bound_before(self, ctx: Context, owner, name: str, site: CallSite) -> bool:
-        bindings = owner.bindings[name]
-        if any(b.kind == "param" for b in bindings):
-            return True
-        if owner.is_function and owner is not site.scope:
-            return True  # bound in an enclosing function: a closure
-        return any(b.order < site.order for b in bindings)
-
-    def _spawn_index_param(self, ctx: Context, fn: FunctionInfo) -> Optional[str]:
-        """The parameter holding the process index ``mp.spawn`` passes: the first one of
-        a spawn target, or the one a spawn target passes its index to."""
-        a = ctx.analysis
-        if not fn.params:
-            return None
-        if self._spawned(ctx, fn):
-            return fn.params[0]
-        found: List[str] = []
-        for call in a.calls:
-            if a.process.callee(call) is not fn:
-                continue
-            caller = a.enclosing_function(call.scope)
-            if caller is None or not caller.params or not self._spawned(ctx, caller):
-                return None
-            positional = [arg for arg in call.node.args if arg.keyword is None and not arg.star]
-            index = next((i for i, arg in enumerate(positional) if isinstance(arg.value, cst.Name)
-                          and arg.value.value == caller.params[0]), None)
-            if index is None or index >= len(fn.params):
-                return None
-            found.append(fn.params[index])
-        return found[0] if found and len(set(found)) == 1 else None
-
-    def _spawned(self, ctx: Context, fn: FunctionInfo) -> bool:
-        return any(t.function is fn and t.site is not None and t.site.qualname in N.PROCESS_SPAWNERS
-                   for t in ctx.analysis.targets)
 
     def _add_keyword(self, ctx: Context, call: cst.Call, rank: str) -> Optional[List[Edit]]:
         a = ctx.analysis

@@ -1,0 +1,638 @@
+"""Device facts at a call site: which code runs once per process/rank/worker, whether the
+current device is provably the intended one there, which device the code already chose,
+and which input's device is at hand. ``classify`` turns them into the one code a bare
+``.cuda()`` gets (the most specific wins):
+
+- ``TDL003`` per-rank code, nothing bound yet: every rank lands on GPU 0;
+- ``TDL002`` a new tensor moved with ``.cuda()`` while an input's device is at hand;
+- ``TDL004`` the code already chose a device (bound before the site) and ``.cuda()``
+  ignores it;
+- ``TDL001`` everything else that is merely implicit;
+- quiet: the current device is provably right (a rank/worker binding earlier on the
+  path, a ``with torch.cuda.device(...)`` block, a user-defined ``cuda()`` override).
+
+Built lazily by ``Analysis.devices``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from .. import names as N
+from .core import Analysis, CallSite, DeviceChoice, FunctionInfo, Scope, is_bare_cuda
+
+# Functions handed to these run once per process. The first group also binds each
+# process's device before calling the function (detectron2's launch, fairseq's
+# call_main/distributed_main set_device(local_rank) first).
+_BINDING_LAUNCHERS = frozenset({"launch", "call_main", "distributed_main", "launch_job"})
+_LAUNCHERS = _BINDING_LAUNCHERS | frozenset({"elastic_launch", "start_processes", "spawn",
+                                             "run_distributed", "launch_processes"})
+# Names that hold a configuration, whose ``.device`` is a device the user chose.
+_CONFIG_NAMES = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "options",
+                           "params", "flags", "FLAGS", "hp", "settings"})
+_RANK_MARKERS = re.compile(r"""['"](?:LOCAL_RANK|RANK|WORLD_SIZE|SLURM_LOCALID)['"]|--local[_-]rank|\blocal_rank\(\)""")
+_DEVICE_WORDS = ("cuda", "cpu", "mps", "xpu", "npu", "hpu", "meta")
+_INPUT_DEVICE_ATTRS = ("device", "is_cuda", "get_device")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a bare ``.cuda()`` is: a code, or quiet (code None) with the reason."""
+
+    code: Optional[str]
+    why: str
+    device: Optional[DeviceChoice] = None  # TDL004: the chosen device; TDL002: the input's
+    rank: Optional[str] = None  # TDL003: the local rank expression, when the code names one
+
+
+class DeviceFacts:
+    def __init__(self, analysis: Analysis):
+        self.a = analysis
+        self.flow = analysis.process
+        # a function handed to a launcher beside the entry it passes it to
+        self.handed: Dict[object, object] = {}
+
+    # ------------------------------------------------------------ per-process code
+    @cached_property
+    def per_process(self) -> Dict[object, str]:
+        """Function nodes that run once per process/rank/worker -> how they are started.
+        Callees of those run per process too."""
+        a = self.a
+        roots: Dict[object, str] = {}
+        for t in a.targets:
+            if t.kind == "process":
+                roots.setdefault(t.function.node, t.via)
+        for site in a.calls:
+            name = _last_name(site.node.func)
+            q = site.qualname or ""
+            if name in _LAUNCHERS and not q.startswith(("gevent", "eventlet", "pexpect", "subprocess")):
+                entry = None
+                for arg in site.node.args:
+                    fn = a.local_function(arg.value, site.scope)
+                    if fn is not None:
+                        roots.setdefault(fn.node, f"`{name}(...)`")
+                        if entry is None:
+                            entry = fn.node
+                        else:  # spawn(run_dist, ..., func_to_run=check): run_dist calls it
+                            self.handed.setdefault(fn.node, entry)
+            if q == "torch.distributed.rpc.init_rpc":
+                fn = a.enclosing_function(site.scope)
+                if fn is not None:
+                    roots.setdefault(fn.node, "an RPC worker")
+        out: Dict[object, str] = {}
+        for root, why in roots.items():
+            for node in self.flow.reach({root}, upward=False):
+                if node is not None:
+                    out.setdefault(node, why)
+        return out
+
+    @cached_property
+    def launcher_bound(self) -> Set[object]:
+        """Functions handed to a launcher that binds the device before calling them."""
+        a = self.a
+        out: Set[object] = set()
+        for site in a.calls:
+            if _last_name(site.node.func) in _BINDING_LAUNCHERS:
+                for arg in site.node.args:
+                    fn = a.local_function(arg.value, site.scope)
+                    if fn is not None:
+                        out |= self.flow.reach({fn.node}, upward=False)
+        return out
+
+    @cached_property
+    def module_reach(self) -> Set[object]:
+        """Module-level code and what it calls (None stands for module level)."""
+        return self.flow.reach({None}, upward=False)
+
+    @cached_property
+    def rank_script(self) -> bool:
+        """A script launched once per rank (torchrun, torch.distributed.launch, horovodrun):
+        what runs from its module level reads LOCAL_RANK/RANK/WORLD_SIZE, takes
+        ``--local_rank``, asks horovod for its local rank, or initialises a process group."""
+        a = self.a
+        texts = [a.code(stmt) for stmt in a.module.body
+                 if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))]
+        texts += [a.code(fn.node) for fn in a.functions.values() if fn.node in self.module_reach]
+        if any(_RANK_MARKERS.search(t) for t in texts):
+            return True
+        return any(site.qualname in N.INIT_PROCESS_GROUP and self._owner(site) in self.module_reach
+                   and not _world_of_one(site) for site in a.calls)
+
+    def per_rank(self, site: CallSite) -> Optional[str]:
+        """Why ``site`` runs once per process/rank/worker, or None."""
+        owner = self._owner(site)
+        if owner in self.per_process:
+            return f"runs once per process (started via {self.per_process[owner]})"
+        if self.rank_script and owner in self.module_reach:
+            return "runs once per rank (this script is launched per rank)"
+        return None
+
+    # ------------------------------------------------------------ binding state
+    @cached_property
+    def _rank_bindings(self) -> List[CallSite]:
+        """Bindings that make the current device the intended one for what follows:
+        rank/worker-derived ``set_device`` (any backend), a per-process
+        ``CUDA_VISIBLE_DEVICES``, library entry points that bind the local rank."""
+        a = self.a
+        out = []
+        for site in self.flow.binding_sites:
+            if site.qualname in N.DEVICE_CONTEXTS:
+                continue  # block-scoped: `in_device_context` covers its block
+            if site.qualname in N.SET_DEVICE:
+                if self._is_current_device_noop(site):
+                    continue
+                owner = self._owner(site)
+                if (a.binding_context(site) is None and owner not in self.per_process
+                        and not (self.rank_script and owner in self.module_reach)):
+                    continue  # a global set_device(1): TDL101's business, not a rank binding
+            out.append(site)
+        return out
+
+    def _is_current_device_noop(self, site: CallSite) -> bool:
+        arg = site.positional(0)
+        return (arg is not None and isinstance(arg.value, cst.Call)
+                and self.a.qualname(arg.value.func, site.scope) == "torch.cuda.current_device")
+
+    def bound(self, site: CallSite) -> Optional[str]:
+        """Why the current device is provably the intended one at ``site``, or None."""
+        a = self.a
+        if site.in_device_context:
+            return "inside `with torch.cuda.device(...)`"
+        fn = a.enclosing_function(site.scope)
+        if fn is not None and fn.klass is not None and fn.name == "cuda":
+            return "inside a user-defined `cuda()` override"
+        owner = fn.node if fn is not None else None
+        if owner in self.launcher_bound:
+            return "the launcher binds each process's device before calling it"
+        ancestors = self.flow.reach({owner}, upward=True)
+        site_line = None
+        for b_node, b_owner, b_order in self._binding_points:
+            if b_owner is owner:
+                if b_order is not None:
+                    first = b_order < site.order
+                else:  # an assignment statement: compare lines
+                    site_line = site_line or a.range(site.node).start.line
+                    first = a.range(b_node).start.line < site_line
+                if not first:
+                    continue
+            elif not (b_owner in ancestors or (b_owner is None and owner is not None)
+                      or self._called_before(b_owner, owner, site)):
+                continue
+            return f"a binding on line {a.range(b_node).start.line} runs first"
+        self.per_process  # noqa: B018 - fills `handed`
+        for node in ancestors:
+            entry = self.handed.get(node)
+            if entry is None:
+                continue
+            reach = self.flow.reach({entry}, upward=False)
+            for b_node, b_owner, _ in self._binding_points:
+                if b_owner in reach:
+                    return (f"the process entry that runs it binds its device first "
+                            f"(line {a.range(b_node).start.line})")
+        return None
+
+    @cached_property
+    def _binding_points(self) -> List[Tuple[cst.CSTNode, object, Optional[int]]]:
+        """(node, owner function node or None, call order or None) of every rank
+        binding, per-process ``CUDA_VISIBLE_DEVICES`` assignments included."""
+        out = [(b.node, self._owner(b), b.order) for b in self._rank_bindings]
+        out += [(t, self.flow._owner_node(t), None) for t in self.flow._env_targets]
+        return out
+
+    def _called_before(self, target: object, owner: object, site: CallSite) -> bool:
+        """Whether code in ``owner`` calls (transitively) into ``target`` before ``site``."""
+        for call in self.a.calls:
+            if call.order >= site.order or self._owner(call) is not owner:
+                continue
+            callee = self.flow.callee(call)
+            if callee is not None and target in self.flow.reach({callee.node}, upward=False):
+                return True
+        return False
+
+    def _owner(self, site: CallSite) -> object:
+        fn = self.a.enclosing_function(site.scope)
+        return fn.node if fn is not None else None
+
+    # ------------------------------------------------------------ chosen devices
+    def is_device_value(self, expr: Optional[cst.BaseExpression], scope: Scope, depth: int = 0) -> bool:
+        """An expression that holds a device: a device string, ``torch.device(...)``,
+        ``x.device``, a ``select_device``/``get_device`` result, a conditional of those."""
+        if expr is None or depth > 4:
+            return False
+        if isinstance(expr, cst.SimpleString):
+            value = expr.evaluated_value
+            return isinstance(value, str) and value.split(":")[0] in _DEVICE_WORDS
+        if isinstance(expr, cst.FormattedString):
+            head = expr.parts[0] if expr.parts else None
+            return isinstance(head, cst.FormattedStringText) and head.value.split(":")[0] in _DEVICE_WORDS
+        if isinstance(expr, cst.IfExp):
+            return (self.is_device_value(expr.body, scope, depth + 1)
+                    and self.is_device_value(expr.orelse, scope, depth + 1))
+        if isinstance(expr, cst.Call):
+            q = self.a.qualname(expr.func, scope)
+            if q == "torch.device":
+                return True
+            name = _last_name(expr.func) or ""
+            return q is None and name.endswith("device") and name not in ("set_device",)
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value == "device"
+        if isinstance(expr, cst.Name):
+            values = self.a.values_of(expr.value, scope)
+            if values is None:  # a parameter named for a device: `self.device = device`
+                owner, imported = self.a.lookup(expr.value, scope)
+                if owner is None or imported is not None or owner.function is None:
+                    return False
+                if {b.kind for b in owner.bindings[expr.value]} != {"param"}:
+                    return False
+                default = _param_default(owner.function, expr.value)
+                if default is not None:
+                    return self.is_device_value(default, owner, depth + 1)
+                return "device" in expr.value.lower()
+            return bool(values) and all(self.is_device_value(v, s, depth + 1) for v, s in values)
+        return False
+
+    def is_exact_current(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """Provably the current device on every machine: ``"cuda"``, ``torch.device("cuda")``,
+        ``torch.device("cuda", torch.cuda.current_device())`` (no CPU fallback)."""
+        if isinstance(expr, cst.SimpleString):
+            return expr.evaluated_value == "cuda"
+        if isinstance(expr, cst.Call) and self.a.qualname(expr.func, scope) == "torch.device":
+            args = [x for x in expr.args if not x.star]
+            if len(args) == 1 and args[0].keyword is None:
+                return self.is_exact_current(args[0].value, scope)
+            return len(args) == 2 and self.a.is_current_device_expr(expr, scope)
+        return False
+
+    def chosen_device(self, site: CallSite) -> Optional[DeviceChoice]:
+        """The device the surrounding code already chose and that is usable at ``site``:
+        bound before it in execution order and holding a device (not None, not "gpu").
+        ``exact`` when it is provably the current device (``torch.device("cuda")``)."""
+        a = self.a
+        name = a.device_name
+        owner, imported = a.lookup(name, site.scope)
+        if owner is not None and imported is None:
+            choice = self._named_device(name, owner, site)
+            if choice is not None:
+                return choice
+        klass = a.enclosing_class(site.scope)
+        if klass is not None and name in klass.self_attr_sets:
+            choice = self._self_device(klass, name, site)
+            if choice is not None:
+                return choice
+        return self._config_device(site)
+
+    def _named_device(self, name: str, owner: Scope, site: CallSite) -> Optional[DeviceChoice]:
+        a = self.a
+        bindings = owner.bindings[name]
+        kinds = {b.kind for b in bindings}
+        if kinds == {"param"}:
+            fn = owner.function
+            default = _param_default(fn, name) if fn is not None else None
+            if default is not None and not self.is_device_value(default, owner):
+                return None  # device=None, device="gpu": not a device to pass on
+            if default is not None and "cpu" in a.code(default) and "cuda" not in a.code(default):
+                return None  # device="cpu": where results go, not where the work runs
+            return DeviceChoice(name, False, f"the `{name}` parameter")
+        if not kinds <= {"assign", "walrus"} or any(b.value is None for b in bindings):
+            return None  # rebound by a loop, a with, an unpacking...
+        if not all(self.is_device_value(b.value, owner) for b in bindings):
+            return None
+        if owner.is_function:
+            if owner is _function_scope(site.scope) and not any(b.order < site.order for b in bindings):
+                return None  # assigned only after this call in the same function
+        else:  # a module-level name
+            module_site = a.enclosing_function(site.scope) is None
+            usable = [b for b in bindings if not self._under_main_guard(b.order)]
+            if module_site:
+                usable = [b for b in bindings if b.order < site.order]
+            if not usable:
+                return None  # bound only later, or only when run as a script
+        exact = all(self.is_exact_current(b.value, owner) for b in bindings)
+        return DeviceChoice(name, exact, f"`{name}`")
+
+    def _self_device(self, klass, name: str, site: CallSite) -> Optional[DeviceChoice]:
+        a = self.a
+        sets = klass.self_attr_sets[name]
+
+        def scope_of(method: str) -> Scope:
+            fn = klass.methods.get(method)
+            return fn.scope if fn is not None else klass.scope
+
+        if not all(self.is_device_value(v, scope_of(m)) for v, m, _ in sets):
+            return None
+        fn = a.enclosing_function(site.scope)
+        in_init = [o for _, method, o in sets if method == "__init__"]
+        if fn is not None and fn.name == "__init__":
+            if not any(o < site.order for o in in_init):
+                return None  # assigned after this call (or elsewhere): AttributeError
+        elif not in_init:
+            return None  # assigned only in another method: may not have run yet
+        exact = all(self.is_exact_current(v, scope_of(m)) for v, m, _ in sets)
+        return DeviceChoice(f"self.{name}", exact, f"`self.{name}`")
+
+    def _config_device(self, site: CallSite) -> Optional[DeviceChoice]:
+        """``args.device`` / ``opt.device``: the device the command line chose, when the
+        function (or module) already uses it."""
+        a = self.a
+        fn = a.enclosing_function(site.scope)
+        body = a.code(fn.node) if fn is not None else a.text
+        for m in re.finditer(r"\b([A-Za-z_]\w*)\.device\b(?!\s*=[^=])", body):
+            base = m.group(1)
+            if base not in _CONFIG_NAMES:
+                continue
+            scope_owner, imported = a.lookup(base, site.scope)
+            if scope_owner is None or imported is not None:
+                continue
+            return DeviceChoice(f"{base}.device", False, f"`{base}.device`")
+        return None
+
+    def _under_main_guard(self, order: int) -> bool:
+        for stmt in self.a.module.body:
+            if isinstance(stmt, cst.If) and _is_main_guard(stmt.test):
+                start = self.a.order.get(stmt, -1)
+                end = _next_order(self.a, stmt)
+                if start <= order < end:
+                    return True
+        return False
+
+    # ------------------------------------------------------------ entry points
+    @cached_property
+    def main_guard(self) -> Optional[cst.If]:
+        guards = [s for s in self.a.module.body if isinstance(s, cst.If) and _is_main_guard(s.test)]
+        return guards[-1] if guards else None
+
+    def entry_point(self, anchor: int) -> Optional[str]:
+        """``"module"`` when this file is a script, whose own execution starts at its top
+        (it has a main guard, or its module level does work: calls its own functions or
+        holds the use at ``anchor``); None for a library module, which others import."""
+        a = self.a
+        top = _top_statement(a, anchor)
+        if top is not None and not isinstance(top, (cst.FunctionDef, cst.ClassDef)):
+            return "module"
+        if self.main_guard is not None or self._called_from_module_outside_guard():
+            return "module"
+        return None
+
+    @cached_property
+    def _module_level_calls(self) -> Set[object]:
+        return {n for n in self.flow.reach({None}, upward=False) if n is not None}
+
+    def _called_from_module_outside_guard(self) -> Set[cst.CSTNode]:
+        """Top-level defs (and classes) that module-level code outside the main guard runs."""
+        a = self.a
+        guard = self.main_guard
+        lo = a.order.get(guard, 1 << 60) if guard is not None else 1 << 60
+        hi = _next_order(a, guard) if guard is not None else 1 << 60
+        roots = set()
+        for site in a.calls:
+            if self._owner(site) is None and not (lo <= site.order < hi):
+                callee = self.flow.callee(site)
+                if callee is not None:
+                    roots.add(callee.node)
+        reached = self.flow.reach(roots, upward=False) if roots else set()
+        tops = set()
+        for stmt in a.module.body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                if any(n is not None and _contains(a, stmt, n) for n in reached):
+                    tops.add(stmt)
+        return tops
+
+    def forward_input(self, site: CallSite) -> Optional[DeviceChoice]:
+        """Inside ``forward`` of an ``nn.Module`` subclass: the first input's device."""
+        a = self.a
+        fn = a.enclosing_function(site.scope)
+        if (fn is not None and fn.klass is not None and fn.name == "forward"
+                and a.is_module_class(fn.klass) and len(fn.params) >= 2 and fn.params[0] == "self"):
+            return DeviceChoice(f"{fn.params[1]}.device", False, f"the input `{fn.params[1]}`")
+        return None
+
+    # ------------------------------------------------------------ input devices
+    def input_device(self, site: CallSite) -> Optional[str]:
+        """An input tensor whose device is at hand: a parameter of the enclosing function
+        that the function asks for its device (``p.device``, ``p.is_cuda``,
+        ``p.get_device()``), preferring the one a conditional around the site tests."""
+        a = self.a
+        fn = a.enclosing_function(site.scope)
+        if fn is None or isinstance(fn.node, cst.Lambda):
+            return None
+        params = [p for p in fn.params if p not in ("self", "cls") and p not in _CONFIG_NAMES]
+        if not params:
+            return None
+        body = a.code(fn.node)
+        asked = [p for p in params
+                 if re.search(rf"\b{re.escape(p)}\.(?:device\b|is_cuda\b|get_device\(|new_(?:zeros|ones|empty|full|tensor)\()", body)]
+        if not asked:  # the new tensor is made from a tensor input: torch.tensor(y.size(0)).cuda()
+            receiver = a.code(site.node.func.value)  # type: ignore[union-attr]
+            asked = [p for p in params if re.search(rf"\b{re.escape(p)}\b", receiver) and (
+                _annotated_tensor(fn, p) or re.search(
+                    rf"\b{re.escape(p)}\.(?:size|dim|numel|detach|type_as|element_size|float|half|contiguous)\(",
+                    body))]
+        if not asked:
+            return None
+        tests = [a.code(site.line) if site.line is not None else ""] + self.guard_tests(site)
+        for test in tests:  # `x.cuda() if p.is_cuda else x`, `if p.is_cuda:`: the tested input
+            for p in asked:
+                if re.search(rf"\b{re.escape(p)}\.is_cuda\b", test):
+                    return p
+        return asked[0]
+
+    def guard_tests(self, site: CallSite) -> List[str]:
+        """The ``if``/``elif`` lines that enclose ``site`` in its function, innermost first
+        (read from the source text by indentation)."""
+        a = self.a
+        lines = a.text.splitlines()
+        line = a.range(site.node).start.line
+        fn = a.enclosing_function(site.scope)
+        top = a.range(fn.node).start.line if fn is not None else 1
+        current = lines[line - 1] if line - 1 < len(lines) else ""
+        indent = len(current) - len(current.lstrip())
+        out = []
+        for i in range(line - 2, top - 2, -1):
+            text = lines[i]
+            stripped = text.lstrip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            depth = len(text) - len(stripped)
+            if depth < indent:
+                indent = depth
+                if stripped.startswith(("if ", "elif ")):
+                    out.append(stripped)
+        return out
+
+    def _receiver_is_input(self, site: CallSite) -> bool:
+        """``.cuda()`` on a parameter itself (moving the input), on ``self.x``, or on a
+        module: not a new tensor."""
+        a = self.a
+        receiver = site.node.func.value  # type: ignore[union-attr]
+        root = receiver
+        while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
+            root = root.value if not isinstance(root, cst.Call) else root.func
+        fn = a.enclosing_function(site.scope)
+        if isinstance(root, cst.Name) and (root.value in ("self", "cls") or (fn and root.value in fn.params)):
+            return True
+        return a.torch_kind(receiver, site.scope) == "module"
+
+    # ------------------------------------------------------------ the verdict
+    def classify(self, site: CallSite) -> Verdict:
+        """The one code a bare ``.cuda()`` gets (see the module docstring)."""
+        why = self.bound(site)
+        if why is not None:
+            return Verdict(None, why)
+        rank = self.per_rank(site)
+        if rank is not None:
+            return Verdict("TDL003", rank, rank=self.flow.local_rank_expr(site))
+        if not self._receiver_is_input(site):
+            p = self.input_device(site)
+            if p is not None:
+                return Verdict("TDL002", f"the input `{p}`", DeviceChoice(f"{p}.device", False, f"the input `{p}`"))
+        chosen = self.chosen_device(site)
+        if chosen is not None and not chosen.exact and not self._guarded_cuda(site, chosen.code):
+            return Verdict("TDL004", chosen.why, chosen)
+        return Verdict("TDL001", "implicit current device", chosen)
+
+    @cached_property
+    def fixed_placements(self) -> List[Tuple[CallSite, cst.CSTNode, str]]:
+        """Per-rank placements on a rank-independent device before any binding, other
+        than a bare ``.cuda()``: ``.cuda(0)``, ``.to("cuda")``, ``device="cuda:0"``,
+        ``torch.device("cuda")`` (site, the node to replace, its code)."""
+        a = self.a
+        out: List[Tuple[CallSite, cst.CSTNode, str]] = []
+        for site in a.calls:
+            q = site.qualname
+            if q in N.SET_DEVICE or q in N.DEVICE_CONTEXTS or is_bare_cuda(site.node):
+                continue  # bindings are TDL101's; bare .cuda() has its verdict
+            found: List[cst.CSTNode] = []
+            if site.method == "cuda" and q is None:
+                arg = site.positional(0) or site.keyword("device")
+                if arg is not None and isinstance(arg.value, cst.Integer):
+                    found.append(site.node)
+            elif q == "torch.device":
+                first = site.positional(0)
+                second = site.positional(1) or site.keyword("index")
+                if first is not None and _fixed_cuda(first.value) and (
+                        second is None or isinstance(second.value, cst.Integer)):
+                    found.append(site.node)
+                elif first is not None and second is None and isinstance(first.value, cst.IfExp):
+                    found += _fixed_cuda_strings(first.value)
+            else:
+                for arg in site.node.args:
+                    kw = arg.keyword.value if arg.keyword is not None else None
+                    if kw == "device" or (kw is None and site.method == "to" and q is None
+                                          and arg is site.node.args[0]):
+                        found += _fixed_cuda_strings(arg.value)
+            if not found or self.per_rank(site) is None or self.bound(site) is not None:
+                continue
+            for node in found:
+                out.append((site, node, a.code(node)))
+        return out
+
+    def _guarded_cuda(self, site: CallSite, device: str) -> bool:
+        """Under ``if device == "cuda":`` (or ``device.type == "cuda"``, ``"cuda" in
+        str(device)``) a bare ``.cuda()`` is what the chosen device says."""
+        name = re.escape(device)
+        pattern = re.compile(rf"""{name}(?:\.type)?\s*==\s*['"]cuda['"]|['"]cuda['"]\s*==\s*{name}|['"]cuda['"]\s+in\s+(?:str\()?{name}""")
+        return any(pattern.search(t) for t in self.guard_tests(site))
+
+    @cached_property
+    def verdicts(self) -> Dict[cst.Call, Verdict]:
+        """Every bare ``.cuda()`` outside a device block that TDL201 does not claim."""
+        a = self.a
+        claimed = a.data_parallel_moves
+        return {s.node: self.classify(s) for s in a.calls
+                if is_bare_cuda(s.node) and s.node not in claimed}
+
+    def sites(self, code: str) -> List[Tuple[CallSite, Verdict]]:
+        return [(self.a.site_of[node], v) for node, v in self.verdicts.items() if v.code == code]
+
+
+def _fixed_cuda(expr: cst.BaseExpression) -> bool:
+    """``"cuda"`` or ``"cuda:<int>"``: a device that does not depend on the rank."""
+    if not isinstance(expr, cst.SimpleString):
+        return False
+    value = expr.evaluated_value
+    return isinstance(value, str) and (value == "cuda" or re.fullmatch(r"cuda:\d+", value) is not None)
+
+
+def _fixed_cuda_strings(expr: cst.BaseExpression) -> List[cst.CSTNode]:
+    if _fixed_cuda(expr):
+        return [expr]
+    if isinstance(expr, cst.IfExp):  # "cuda" if torch.cuda.is_available() else "cpu"
+        return _fixed_cuda_strings(expr.body) + _fixed_cuda_strings(expr.orelse)
+    return []
+
+
+def _annotated_tensor(fn: FunctionInfo, name: str) -> bool:
+    node = fn.node
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    params = node.params
+    for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
+        if p.name.value == name and p.annotation is not None:
+            ann = p.annotation.annotation
+            text = ann.attr.value if isinstance(ann, cst.Attribute) else getattr(ann, "value", "")
+            return text == "Tensor"
+    return False
+
+
+def _world_of_one(site: CallSite) -> bool:
+    """``init_process_group(..., world_size=1)``: a single process, not one per rank."""
+    arg = site.keyword("world_size")
+    return arg is not None and isinstance(arg.value, cst.Integer) and arg.value.value == "1"
+
+
+def _last_name(func: cst.BaseExpression) -> Optional[str]:
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+def _function_scope(scope: Scope) -> Optional[Scope]:
+    current: Optional[Scope] = scope
+    while current is not None and not current.is_function:
+        current = current.parent
+    return current
+
+
+def _param_default(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
+    node = fn.node
+    params = node.params
+    for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
+        if p.name.value == name:
+            return p.default
+    return None
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    from .process import _is_main_guard as guard
+
+    return guard(test)
+
+
+def _top_statement(a: Analysis, order: int) -> Optional[cst.CSTNode]:
+    """The top-level statement that holds the node at ``order``."""
+    found = None
+    for stmt in a.module.body:
+        if a.order[stmt] > order:
+            break
+        found = stmt
+    return found
+
+
+def _contains(a: Analysis, top: cst.CSTNode, node: object) -> bool:
+    fn = a.functions.get(node)  # type: ignore[arg-type]
+    if fn is None:
+        return False
+    return a.inside(fn.scope, top)
+
+
+def _next_order(a: Analysis, stmt: cst.CSTNode) -> int:
+    body = list(a.module.body)
+    i = body.index(stmt)
+    return a.order[body[i + 1]] if i + 1 < len(body) else 1 << 60

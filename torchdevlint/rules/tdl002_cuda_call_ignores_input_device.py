@@ -1,0 +1,81 @@
+"""TDL002 cuda-call-ignores-input-device: a new tensor moved with ``.cuda()`` next to an
+input whose device is at hand."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..model import Applicability, Fix, Violation
+from .base import Context, Example, Rule
+
+
+class CudaCallIgnoresInputDevice(Rule):
+    code = "TDL002"
+    name = "cuda-call-ignores-input-device"
+    summary = "a new tensor moved with `.cuda()` while an input's device is at hand"
+    triggers = (".cuda(",)
+    also_requires = (".device", ".is_cuda", ".get_device(", ".new_")
+    fixable = "sometimes"
+    what = """
+        A bare `.cuda()` on a tensor the function made itself (not a parameter, not
+        `self.x`, not a module), in a function that asks one of its inputs for its device
+        (`p.device`, `p.is_cuda`, `p.get_device()`, `p.new_zeros(...)`): typical library
+        code such as `scale.cuda()` next to `w.device`, or
+        `window_sum.cuda() if magnitude.is_cuda else window_sum`.
+    """
+    why = """
+        The input is on the device the caller chose; `.cuda()` sends the new tensor to
+        the current device instead (cuda:0 unless set). On any rank but 0, or after
+        `model.to("cuda:1")`, the next op mixes devices and fails, or silently runs on
+        GPU 0.
+    """
+    example = """
+        def normalize(w, eps):
+            scale = torch.tensor(eps).cuda()
+            return w / (w.norm() + scale) if w.is_cuda else w
+    """
+    use_instead = """
+        def normalize(w, eps):
+            scale = torch.tensor(eps).to(w.device)
+            return w / (w.norm() + scale) if w.is_cuda else w
+    """
+    fix_safety = """
+        `.to(<input>.device)`: **unsafe**, since it changes placement when the input is on
+        another device than the current one, which is the point.
+    """
+    VALID = (
+        "import torch\ndef f(x):\n    return x.cuda()\n",  # moves the input itself
+        "import torch\ndef f(x):\n    return torch.zeros(3).to(x.device)\n",
+        "import torch\ndef f(n):\n    return torch.zeros(n).cuda()\n",  # no input device at hand
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+        "        self.buf = self.buf.cuda()\n        return x.device\n",
+    )
+    INVALID = (
+        Example(
+            "import torch\ndef istft(magnitude, window):\n    window_sum = torch.ones(4)\n"
+            "    window_sum = window_sum.cuda() if magnitude.is_cuda else window_sum\n    return window_sum\n",
+            "import torch\ndef istft(magnitude, window):\n    window_sum = torch.ones(4)\n"
+            "    window_sum = window_sum.to(magnitude.device) if magnitude.is_cuda else window_sum\n"
+            "    return window_sum\n",
+        ),
+        Example(
+            "import torch\ndef quantize(w, bits):\n    scale = torch.tensor(2.0 ** bits).cuda()\n"
+            "    return (w * scale).round().to(w.device)\n",
+            "import torch\ndef quantize(w, bits):\n    scale = torch.tensor(2.0 ** bits).to(w.device)\n"
+            "    return (w * scale).round().to(w.device)\n",
+        ),
+    )
+
+    def check(self, ctx: Context) -> Iterable[Violation]:
+        for site, verdict in ctx.analysis.devices.sites(self.code):
+            device = verdict.device
+            assert device is not None
+            fix = Fix(Applicability.UNSAFE, f"Use `.to({device.code})` (the input's device)",
+                      (ctx.cuda_to_device(site.node, device.code),))
+            fix = ctx.guarded(fix)
+            yield ctx.violation(
+                site.node,
+                f"`.cuda()` moves this new tensor to the current device while {device.why}'s device "
+                f"is at hand: on another GPU the next op mixes devices; use `.to({device.code})`",
+                fix,
+            )

@@ -1,0 +1,87 @@
+"""TDL004 cuda-call-bypasses-device: ``.cuda()`` where the code already chose a device."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..model import Applicability, Fix, Violation
+from .base import Context, Example, Rule
+
+
+class CudaCallBypassesDevice(Rule):
+    code = "TDL004"
+    name = "cuda-call-bypasses-device"
+    summary = "`.cuda()` ignores the device the code already chose"
+    triggers = (".cuda(",)
+    also_requires = ("device",)
+    fixable = "always"
+    what = """
+        A bare `.cuda()` where the function or module already chose a device that is
+        bound before the site and holds a device: a `device` variable assigned a device
+        (`torch.device("cuda" if ... else "cpu")`, `"cuda:1"`, `select_device(...)`), a
+        `device` parameter (not defaulting to `None` or a non-device), `self.device`
+        assigned in `__init__`, or `args.device` / `opt.device` already in use. A device
+        that is exactly the current one (`torch.device("cuda")`) is not a choice that
+        `.cuda()` ignores: that is TDL001's safe rewrite.
+    """
+    why = """
+        The code picked a device — often with a CPU fallback or a GPU index from the
+        command line — and this `.cuda()` goes elsewhere: the CPU path crashes, and on
+        a chosen `cuda:1` this tensor lands on `cuda:0` and the next op mixes devices.
+    """
+    example = """
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        x = torch.randn(8, 3).cuda()
+    """
+    use_instead = """
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        x = torch.randn(8, 3).to(device)
+    """
+    fix_safety = """
+        `.to(<that device>)`: **unsafe**, since the chosen device may differ from the
+        current one (the CPU fallback, an index), and that is the point.
+    """
+    VALID = (
+        "import torch\ndevice = torch.device('cuda')\nx = torch.zeros(1).cuda()\n",  # TDL001, safe
+        "import torch\ndef f(x, device=None):\n    return torch.zeros(1).cuda()\n",
+        "import torch\nx = torch.zeros(1).cuda()\ndevice = torch.device('cuda:1')\n",
+        "import torch\nfor device in devices:\n    pass\nx = torch.zeros(1).cuda()\n",
+    )
+    INVALID = (
+        Example(
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "x = torch.zeros(1).cuda()\n",
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "x = torch.zeros(1).to(device)\n",
+        ),
+        Example(
+            "import torch\ndef step(batch, device):\n    return [t.cuda() for t in batch]\n",
+            "import torch\ndef step(batch, device):\n    return [t.to(device) for t in batch]\n",
+        ),
+        Example(
+            "import torch\nclass Trainer:\n    def __init__(self, args):\n        self.device = torch.device(args.gpu)\n"
+            "    def step(self, x):\n        return x.cuda()\n",
+            "import torch\nclass Trainer:\n    def __init__(self, args):\n        self.device = torch.device(args.gpu)\n"
+            "    def step(self, x):\n        return x.to(self.device)\n",
+        ),
+        Example(
+            "import torch\ndef run(args, net):\n    net.to(args.device)\n    return torch.ones(2).cuda()\n",
+            "import torch\ndef run(args, net):\n    net.to(args.device)\n    return torch.ones(2).to(args.device)\n",
+        ),
+    )
+
+    def check(self, ctx: Context) -> Iterable[Violation]:
+        for site, verdict in ctx.analysis.devices.sites(self.code):
+            device = verdict.device
+            assert device is not None
+            fix = Fix(Applicability.UNSAFE, f"Use `.to({device.code})` (the device the code chose)",
+                      (ctx.cuda_to_device(site.node, device.code),))
+            fix = ctx.guarded(fix)
+            yield ctx.violation(
+                site.node,
+                f"`.cuda()` ignores the device the code already chose ({device.why}): it moves to the "
+                f"current device instead (crashes on the CPU path); use `.to({device.code})`",
+                fix,
+            )

@@ -31,7 +31,7 @@ def test_latin1_declaration_is_honored_and_preserved(tmp_path):
     f = tmp_path / "l.py"
     f.write_bytes(src.encode("latin-1"))
     assert cli("check", "l.py", cwd=tmp_path).returncode == 1
-    cli("fix", "l.py", cwd=tmp_path)
+    cli("fix", "l.py", "--unsafe-fixes", cwd=tmp_path)
     data = f.read_bytes()
     assert b"# caf\xe9\n" in data  # still latin-1, byte for byte
     assert data.decode("latin-1").endswith("x = torch.zeros(3).to(device)\n")
@@ -47,7 +47,7 @@ def test_crlf_and_bom_are_preserved_outside_the_rewrite(tmp_path):
     src = b"\xef\xbb\xbfimport torch\r\n\r\nx = torch.zeros(3).cuda()\r\ny = 1\r\n"
     f = tmp_path / "w.py"
     f.write_bytes(src)
-    cli("fix", "w.py", cwd=tmp_path)
+    cli("fix", "w.py", "--unsafe-fixes", cwd=tmp_path)
     assert f.read_bytes() == (
         b"\xef\xbb\xbfimport torch\r\n"
         b'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\r\n'
@@ -58,7 +58,7 @@ def test_fix_keeps_mode_bits_and_leaves_no_temp_files(tmp_path):
     f = tmp_path / "x.py"
     f.write_text(BAD)
     os.chmod(f, 0o751)
-    cli("fix", "x.py", cwd=tmp_path)
+    cli("fix", "x.py", "--unsafe-fixes", cwd=tmp_path)
     assert stat.S_IMODE(os.stat(f).st_mode) == 0o751
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.py"]
 
@@ -67,14 +67,14 @@ def test_unchanged_files_are_never_rewritten(tmp_path):
     f = tmp_path / "ok.py"
     f.write_text("import torch\nx = torch.zeros(3).cuda(0)\n")
     os.utime(f, (1_000_000, 1_000_000))
-    cli("fix", "ok.py", cwd=tmp_path)
+    cli("fix", "ok.py", "--unsafe-fixes", cwd=tmp_path)
     assert os.stat(f).st_mtime == 1_000_000
 
 
 def test_file_without_trailing_newline(tmp_path):
     f = tmp_path / "n.py"
     f.write_bytes(b"import torch\nx = torch.zeros(3).cuda()")
-    cli("fix", "n.py", cwd=tmp_path)
+    cli("fix", "n.py", "--unsafe-fixes", cwd=tmp_path)
     assert f.read_bytes() == (
         b'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
         b"x = torch.zeros(3).to(device)")
@@ -83,7 +83,7 @@ def test_file_without_trailing_newline(tmp_path):
 def test_import_torch_is_added_when_absent(tmp_path):
     f = tmp_path / "s.py"
     f.write_text('"""Doc."""\nfrom torch import nn\nnet = nn.Linear(2, 2).cuda()\n')
-    cli("fix", "s.py", cwd=tmp_path)
+    cli("fix", "s.py", "--unsafe-fixes", cwd=tmp_path)
     assert f.read_text() == (
         '"""Doc."""\nfrom torch import nn\nimport torch\n'
         'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'

@@ -27,9 +27,9 @@ def test_check_reports_with_one_based_columns_and_exit_1(project):
     assert r.returncode == 1
     out = r.stdout.decode()
     assert out.splitlines()[0] == (
-        "pkg/bad.py:2:5: TDL001 [*] `.cuda()` without a device moves to the current device "
-        "(cuda:0 unless set); pass an explicit device")
-    assert "Found 1 finding (1 fixable with `torchdevlint fix`)." in out
+        "pkg/bad.py:2:5: TDL001 `.cuda()` without a device uses the implicit current device "
+        "(cuda:0 unless something set it); pass an explicit device")
+    assert "Found 1 finding (1 more with `--unsafe-fixes`)." in out
     assert "good.py" not in out and "notes.txt" not in out
 
 
@@ -61,14 +61,14 @@ def test_json_has_ruffs_field_names(project):
     assert set(v) >= {"code", "message", "filename", "location", "end_location", "fix", "url"}
     assert v["location"] == {"row": 2, "column": 5}
     assert v["end_location"] == {"row": 2, "column": 26}  # exclusive, as ruff
-    assert v["fix"]["applicability"] == "safe"
+    assert v["fix"]["applicability"] == "unsafe"  # the inserted device falls back to the CPU
     assert [e["content"] for e in v["fix"]["edits"]] == [
         'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "to(device)"]
 
 
 def test_statistics(project):
     r = cli("check", "pkg", "--statistics", cwd=project)
-    assert r.stdout.decode() == "    1  TDL001  [*] bare-cuda-call\n"
+    assert r.stdout.decode() == "    1  TDL001      bare-cuda-call\n"
 
 
 def test_select_ignore_and_unknown_codes(project):
@@ -95,7 +95,7 @@ def test_noqa_in_check_and_fix(tmp_path):
     r = cli("check", "m.py", "--output-format", "json", cwd=tmp_path)
     rows = [v["location"]["row"] for v in json.loads(r.stdout)]
     assert rows == [4]
-    cli("fix", "m.py", cwd=tmp_path)
+    cli("fix", "m.py", "--unsafe-fixes", cwd=tmp_path)
     lines = f.read_text().splitlines()
     assert lines[2] == "a = torch.zeros(1).cuda()  # noqa"
     assert lines[4] == "c = torch.zeros(1).to(device)  # noqa: TDL101"
@@ -134,7 +134,7 @@ def test_config_errors_are_exit_2(project, body, message):
 
 def test_device_name_option(project):
     (project / "pyproject.toml").write_text('[tool.torchdevlint]\ndevice-name = "dev"\n')
-    r = cli("fix", "pkg/bad.py", cwd=project)
+    r = cli("fix", "pkg/bad.py", "--unsafe-fixes", cwd=project)
     assert r.returncode == 0
     assert (project / "pkg" / "bad.py").read_text() == (
         'import torch\ndev = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
@@ -144,13 +144,13 @@ def test_device_name_option(project):
 def test_stdin_check_and_fix(project):
     r = cli("check", "-", "--stdin-filename", "src/model.py", stdin=BAD.encode(), cwd=project)
     assert r.returncode == 1 and r.stdout.decode().startswith("src/model.py:2:5: TDL001")
-    r = cli("fix", "-", stdin=BAD.encode(), cwd=project)
+    r = cli("fix", "-", "--unsafe-fixes", stdin=BAD.encode(), cwd=project)
     assert r.returncode == 0
     assert r.stdout.decode().endswith("x = torch.zeros(3).to(device)\n")
 
 
 def test_fix_diff_writes_nothing_and_exits_1(project):
-    r = cli("fix", "pkg", "--diff", cwd=project)
+    r = cli("fix", "pkg", "--diff", "--unsafe-fixes", cwd=project)
     assert r.returncode == 1
     assert (project / "pkg" / "bad.py").read_text() == BAD
     diff = r.stdout.decode()
@@ -166,18 +166,20 @@ def test_fix_diff_writes_nothing_and_exits_1(project):
 def test_fix_writes_summarises_and_leaves_unfixable_listed(project):
     (project / "pkg" / "custom.py").write_text(
         "class P:\n    def cuda(self):\n        return self\np = P().cuda()\n")
-    (project / "pkg" / "unsafe.py").write_text("def f(m):\n    return m.cuda()\n")
+    (project / "pkg" / "safe.py").write_text(
+        "import torch\ndevice = torch.device('cuda')\nx = torch.zeros(2).cuda()\n")
     r = cli("fix", "pkg", cwd=project)
     assert r.returncode == 1  # findings remain
     err = r.stderr.decode()
     assert "4 files scanned, 1 changed, 3 unchanged; 1 fixed (TDL001: 1); 2 findings left" in err
     assert "(1 fixable with --unsafe-fixes)" in err
     out = r.stdout.decode()
-    assert "pkg/custom.py:4:5: TDL001" in out and "pkg/unsafe.py:2:12: TDL001" in out
+    assert "pkg/custom.py:4:5: TDL001" in out and "pkg/bad.py:2:5: TDL001" in out
+    assert (project / "pkg" / "safe.py").read_text().endswith("x = torch.zeros(2).to(device)\n")
     r = cli("fix", "pkg", "--unsafe-fixes", cwd=project)
-    assert (project / "pkg" / "unsafe.py").read_text() == (
+    assert (project / "pkg" / "bad.py").read_text() == (
         'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
-        "def f(m):\n    return m.to(device)\n")
+        "x = torch.zeros(3).to(device)\n")
     assert cli("fix", "pkg", "--exit-non-zero-on-fix", cwd=project).returncode == 1
 
 

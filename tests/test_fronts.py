@@ -42,7 +42,7 @@ def test_flake8_noqa_and_device_name_option(tmp_path):
     f.write_text("import torch\na = torch.zeros(1).cuda()\nb = torch.zeros(1).cuda()  # noqa: TDL001\n")
     r = subprocess.run([sys.executable, "-m", "flake8", "--select", "TDL", "--tdl-device-name", "dev", str(f)],
                        capture_output=True, text=True)
-    assert r.stdout == f"{f}:2:5: TDL001 `.cuda()` without a device moves to the current device (cuda:0 unless set); pass an explicit device\n"
+    assert r.stdout == f"{f}:2:5: TDL001 `.cuda()` without a device uses the implicit current device (cuda:0 unless something set it); pass an explicit device\n"
 
 
 def test_flake8_plugin_never_raises(monkeypatch):
@@ -95,7 +95,7 @@ def test_sarif_is_valid_against_the_2_1_0_schema():
 def test_full_format_shows_source_caret_and_fix():
     out = cli("check", "fixtures/tdl001/train_loop.py", "--output-format", "full", "-q").stdout.decode()
     assert "     9 |     return model.cuda()\n       |            ^^^^^^^^^^^^\n" in out
-    assert "  = fix: Use `.to(device)` instead\n" in out
+    assert "  = unsafe fix: Use `.to(device)` instead (a device defined where the script starts" in out
     assert "    +    return model.to(device)\n" in out
 
 
@@ -120,7 +120,9 @@ def test_pre_commit_hooks_through_the_real_binary(tmp_path):
         return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
 
     run("git", "init", "-q")
-    (repo / "train.py").write_text("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n")
+    # an exact device in scope: the fix is safe, so the fix hook applies it
+    (repo / "train.py").write_text("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\ndevice = torch.device('cuda')\n"
+                                   "x = torch.zeros(1).cuda()\n")
     run("git", "add", "train.py")
     pre_commit = [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT)]
     check = run(*pre_commit, "torchdevlint", "--all-files")
@@ -128,10 +130,10 @@ def test_pre_commit_hooks_through_the_real_binary(tmp_path):
     assert "train.py:2:9: TDL001" in check.stdout
     fix = run(*pre_commit, "torchdevlint-fix", "--all-files")
     assert fix.returncode == 1, fix.stdout + fix.stderr  # it changed a file
-    assert ".to(device)" in (repo / "train.py").read_text()
+    assert "x = torch.zeros(1).to(device)" in (repo / "train.py").read_text()
     run("git", "add", "train.py")
-    again = run(*pre_commit, "torchdevlint", "--all-files")
-    assert again.returncode == 0, again.stdout + again.stderr
+    again = run(*pre_commit, "torchdevlint", "--all-files")  # line 2 has only an unsafe fix
+    assert again.returncode == 1 and "train.py:4" not in again.stdout, again.stdout + again.stderr
 
 
 def test_generated_rules_reference_is_up_to_date():

@@ -56,6 +56,8 @@ class DeviceFacts:
         self.flow = analysis.process
         # a function handed to a launcher beside the entry it passes it to
         self.handed: Dict[object, object] = {}
+        self._config_bases: Dict[object, List[str]] = {}  # function -> args-like names using .device
+        self._entries: Dict[int, Optional[str]] = {}
 
     # ------------------------------------------------------------ per-process code
     @cached_property
@@ -340,11 +342,13 @@ class DeviceFacts:
         function (or module) already uses it."""
         a = self.a
         fn = a.enclosing_function(site.scope)
-        body = a.code(fn.node) if fn is not None else a.text
-        for m in re.finditer(r"\b([A-Za-z_]\w*)\.device\b(?!\s*=[^=])", body):
-            base = m.group(1)
-            if base not in _CONFIG_NAMES:
-                continue
+        key = fn.node if fn is not None else None
+        if key not in self._config_bases:
+            body = a.code(fn.node) if fn is not None else a.text
+            self._config_bases[key] = list(dict.fromkeys(
+                m.group(1) for m in re.finditer(r"\b([A-Za-z_]\w*)\.device\b(?!\s*=[^=])", body)
+                if m.group(1) in _CONFIG_NAMES))
+        for base in self._config_bases[key]:
             scope_owner, imported = a.lookup(base, site.scope)
             if scope_owner is None or imported is not None:
                 continue
@@ -352,13 +356,15 @@ class DeviceFacts:
         return None
 
     def _under_main_guard(self, order: int) -> bool:
-        for stmt in self.a.module.body:
-            if isinstance(stmt, cst.If) and _is_main_guard(stmt.test):
-                start = self.a.order.get(stmt, -1)
-                end = _next_order(self.a, stmt)
-                if start <= order < end:
-                    return True
-        return False
+        lo, hi = self._guard_span
+        return lo <= order < hi
+
+    @cached_property
+    def _guard_span(self) -> Tuple[int, int]:
+        guard = self.main_guard
+        if guard is None:
+            return (1 << 60, 1 << 60)
+        return self.a.order.get(guard, 1 << 60), _next_order(self.a, guard)
 
     # ------------------------------------------------------------ entry points
     @cached_property
@@ -370,24 +376,25 @@ class DeviceFacts:
         """``"module"`` when this file is a script, whose own execution starts at its top
         (it has a main guard, or its module level does work: calls its own functions or
         holds the use at ``anchor``); None for a library module, which others import."""
-        a = self.a
-        top = _top_statement(a, anchor)
-        if top is not None and not isinstance(top, (cst.FunctionDef, cst.ClassDef)):
-            return "module"
-        if self.main_guard is not None or self._called_from_module_outside_guard():
-            return "module"
-        return None
+        if anchor not in self._entries:
+            top = _top_statement(self.a, anchor)
+            if top is not None and not isinstance(top, (cst.FunctionDef, cst.ClassDef)):
+                self._entries[anchor] = "module"
+            elif self.main_guard is not None or self._called_from_module_outside_guard:
+                self._entries[anchor] = "module"
+            else:
+                self._entries[anchor] = None
+        return self._entries[anchor]
 
     @cached_property
     def _module_level_calls(self) -> Set[object]:
         return {n for n in self.flow.reach({None}, upward=False) if n is not None}
 
+    @cached_property
     def _called_from_module_outside_guard(self) -> Set[cst.CSTNode]:
         """Top-level defs (and classes) that module-level code outside the main guard runs."""
         a = self.a
-        guard = self.main_guard
-        lo = a.order.get(guard, 1 << 60) if guard is not None else 1 << 60
-        hi = _next_order(a, guard) if guard is not None else 1 << 60
+        lo, hi = self._guard_span
         roots = set()
         for site in a.calls:
             if self._owner(site) is None and not (lo <= site.order < hi):

@@ -128,6 +128,13 @@ class Context:
         in a script, after the imports that precede the first use. ``anchor`` is the order of the first use, so that every fix of
         the module inserts the very same text at the same place.
         """
+        memo = self.analysis.memo.setdefault("device_definition", {})
+        if anchor not in memo:
+            memo[anchor] = self._device_definition(anchor)
+        name, edits, why = memo[anchor]
+        return name, list(edits), why
+
+    def _device_definition(self, anchor: int) -> Tuple[Optional[str], List[Edit], str]:
         a = self.analysis
         if a.devices.entry_point(anchor) is None:
             return None, [], ("this looks like a library module (no script entry point): a device "

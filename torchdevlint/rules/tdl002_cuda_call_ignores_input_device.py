@@ -14,7 +14,6 @@ class CudaCallIgnoresInputDevice(Rule):
     name = "cuda-call-ignores-input-device"
     summary = "a new tensor moved with `.cuda()` while an input's device is at hand"
     triggers = (".cuda(",)
-    also_requires = (".device", ".is_cuda", ".get_device(", ".new_")
     fixable = "sometimes"
     what = """
         A bare `.cuda()` on a tensor the function made itself (not a parameter, not

@@ -17,8 +17,11 @@ class RankCodeOnFixedDevice(Rule):
     name = "rank-code-on-fixed-device"
     summary = "per-rank code places work on a device that does not depend on the rank: every rank uses GPU 0"
     triggers = ("cuda",)
-    also_requires = ("spawn", "Process", "RANK", "local_rank", "init_process_group", "launch",
-                     "call_main", "init_rpc", "start_processes")
+    # whatever makes code per-process (see analysis.devices): targets, launchers, RPC,
+    # rank markers of a script launched per rank
+    also_requires = ("spawn", "Process", "Pool", "RANK", "WORLD_SIZE", "SLURM_LOCALID", "local_rank",
+                     "local-rank", "init_process_group", "init_device_mesh", "init_distributed",
+                     "launch", "call_main", "distributed_main", "init_rpc", "start_processes")
     fixable = "sometimes"
     what = """
         Code that runs once per process, rank or worker — an `mp.spawn`/`Process` target,

@@ -13,7 +13,6 @@ class CudaCallBypassesDevice(Rule):
     name = "cuda-call-bypasses-device"
     summary = "`.cuda()` ignores the device the code already chose"
     triggers = (".cuda(",)
-    also_requires = ("device",)
     fixable = "always"
     what = """
         A bare `.cuda()` where the function or module already chose a device that is

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import FrozenSet, Optional, Tuple
 
+DOCS_URL = "docs/rules.md"  # the generated rules reference, in this repository
 Position = Tuple[int, int]  # (line 1-based, column 0-based, in code points)
 
 
@@ -90,9 +91,13 @@ class Violation:
     def sort_key(self):
         return (self.filename, self.start, self.code, self.message)
 
-    def to_json(self) -> dict:
-        from .rules import url_for
+    @property
+    def url(self) -> str:
+        """The rule's section in the generated reference (the same anchor as
+        ``rules.url_for``, from the violation's own name: the model needs no rules)."""
+        return f"{DOCS_URL}#{self.code.lower()}-{self.name}" if self.name else f"{DOCS_URL}#{self.code.lower()}"
 
+    def to_json(self) -> dict:
         return {
             "code": self.code,
             "name": self.name,
@@ -101,5 +106,5 @@ class Violation:
             "location": {"row": self.start[0], "column": self.start[1] + 1},
             "end_location": {"row": self.end[0], "column": self.end[1] + 1},
             "fix": self.fix.to_json() if self.fix else None,
-            "url": url_for(self.code),
+            "url": self.url,
         }

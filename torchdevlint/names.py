@@ -31,7 +31,9 @@ _REEXPORTS: Dict[str, str] = {
 }
 
 SET_DEVICE = frozenset(
-    {"torch.cuda.set_device", "torch.accelerator.set_device_index", "torch.xpu.set_device"}
+    {"torch.cuda.set_device", "torch.accelerator.set_device_index", "torch.xpu.set_device",
+     "torch.musa.set_device", "torch.npu.set_device", "torch.mlu.set_device",
+     "torch.accelerator.set_device_idx", "torch.mps.set_device"}
 )
 DEVICE_CONTEXTS = frozenset(
     {"torch.cuda.device", "torch.cuda.device_of", "torch.accelerator.device_index"}

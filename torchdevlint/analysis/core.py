@@ -186,6 +186,7 @@ _NOT_MODULE_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.
                                       "torch.nn.init", "torch.nn.functional", "torch.nn.utils"})
 _CYCLE = "<cycle>"  # a name whose value depends on itself, while it is being typed
 _LOCAL_RANK_HINTS = ("local_rank", "localrank", "rank", "device_id")  # device_id: fairseq, deepspeed
+_LOCAL_RANK_EXPLICIT = __import__("re").compile(r"LOCAL_RANK|local_rank|localrank|SLURM_LOCALID")
 
 
 class Analysis:
@@ -685,6 +686,16 @@ class Analysis:
         arg = site.positional(0) or site.keyword("device")
         if arg is not None and self.uses_distributed and self.mentions_rank(arg.value, site.scope):
             return "rank"
+        if arg is not None and _LOCAL_RANK_EXPLICIT.search(self.code(arg.value)):
+            return "rank"  # LOCAL_RANK / local_rank / hvd.local_rank(), whatever the module imports
+        if fn is not None:
+            if self.devices.per_rank(site) is not None:
+                return "process"  # a launcher-handed function, an RPC worker, a per-rank script
+            if arg is not None and fn.klass is not None and isinstance(arg.value, cst.Name) \
+                    and arg.value.value in fn.params[1:]:
+                return "wrapper"  # an accelerator wrapper's method: the caller chooses the index
+        elif self.devices.rank_script:
+            return "rank"
         return None
 
     # ------------------------------------------------------------- DataParallel
@@ -699,7 +710,7 @@ class Analysis:
         """DataParallel wrappers moved with ``.cuda()`` while ``device_ids`` is implicit
         (or literal): chained, in a later statement, or through the parent module."""
         found: List[DataParallelWrap] = []
-        cuda_sites = [s for s in self.calls if is_bare_cuda(s.node)]
+        cuda_sites = [s for s in self.calls if is_bare_cuda(s.node) or self._to_implicit_cuda(s)]
         for wrap in self.calls:
             if not self.is_data_parallel(wrap) or wrap.has_star_args:
                 continue
@@ -735,6 +746,31 @@ class Analysis:
                 yield site, "later"
             elif parent_code is not None and receiver == parent_code:
                 yield site, "parent"
+
+    def _to_implicit_cuda(self, site: CallSite) -> bool:
+        """``.to(d)`` where ``d`` is an index-less CUDA device: ``"cuda"``,
+        ``torch.device("cuda")``, or a cuda-or-cpu choice (the same implicit primary)."""
+        if site.method != "to" or site.qualname is not None or len(site.node.args) != 1:
+            return False
+        arg = site.node.args[0]
+        if arg.keyword is not None and arg.keyword.value != "device":
+            return False
+        return self._indexless_cuda(arg.value, site.scope, 0)
+
+    def _indexless_cuda(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.SimpleString):
+            return expr.evaluated_value == "cuda"
+        if isinstance(expr, cst.IfExp):
+            return self._indexless_cuda(expr.body, scope, depth + 1)
+        if isinstance(expr, cst.Call) and self.qualname(expr.func, scope) == "torch.device":
+            args = [a for a in expr.args if not a.star]
+            return len(args) == 1 and self._indexless_cuda(args[0].value, scope, depth + 1)
+        if isinstance(expr, cst.Name):
+            values = self.values_of(expr.value, scope)
+            return bool(values) and all(self._indexless_cuda(v, s, depth + 1) for v, s in values)
+        return False
 
     def _same_owner(self, a: Scope, b: Scope, target: cst.BaseExpression) -> bool:
         if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)

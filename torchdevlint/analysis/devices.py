@@ -146,16 +146,16 @@ class DeviceFacts:
             if site.qualname in N.DEVICE_CONTEXTS:
                 continue  # block-scoped: `in_device_context` covers its block
             if site.qualname in N.SET_DEVICE:
-                if self._is_current_device_noop(site):
+                if self.is_current_device_noop(site):
                     continue
                 owner = self._owner(site)
-                if (a.binding_context(site) is None and owner not in self.per_process
+                if (a.binding_context(site) in (None, "wrapper") and owner not in self.per_process
                         and not (self.rank_script and owner in self.module_reach)):
                     continue  # a global set_device(1): TDL101's business, not a rank binding
             out.append(site)
         return out
 
-    def _is_current_device_noop(self, site: CallSite) -> bool:
+    def is_current_device_noop(self, site: CallSite) -> bool:
         arg = site.positional(0)
         return (arg is not None and isinstance(arg.value, cst.Call)
                 and self.a.qualname(arg.value.func, site.scope) == "torch.cuda.current_device")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..model import Applicability, Fix, Violation
+import libcst as cst
+
+from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule
-from .device_state import Plan, plan_explicit_device
+from .device_state import Plan, plan_device_block, plan_explicit_device
 
 
 class GlobalSetDevice(Rule):
@@ -17,9 +19,14 @@ class GlobalSetDevice(Rule):
     fixable = "sometimes"
     fix_priority = 0
     what = """
-        A call of `torch.cuda.set_device(...)` (any import form, also
-        `torch.accelerator.set_device_index`) that is not part of a distributed or
-        per-process setup. Quiet when the same function (or, for a script, the module)
+        A call of `set_device(...)` of any backend (`torch.cuda`, `torch.xpu`,
+        `torch.musa`, `torch.npu`, `torch.mlu`, `torch.accelerator.set_device_index`; any
+        import form) that switches the caller's device for good and is not part of a
+        distributed or per-process setup. Quiet also for functions handed to a launcher,
+        RPC workers and scripts launched per rank, an index from `LOCAL_RANK` or
+        horovod's `local_rank()` whatever the module imports, an accelerator wrapper
+        method whose index is its own parameter, `set_device(current_device())`, and a
+        function that saves the current device and sets it back. Quiet when the same function (or, for a script, the module)
         initialises a process group, directly or through a local helper such as
         `ddp_setup()`; inside a function started by `mp.spawn`,
         `multiprocessing.Process(target=...)` or a process pool, or a helper it calls;
@@ -60,6 +67,14 @@ class GlobalSetDevice(Rule):
         "import torch\nimport torch.distributed as dist\n"
         "def pipeline_pre_init(cfg):\n    torch.cuda.set_device(cfg.device_id)\n",
         "def set_device(i):\n    pass\nset_device(1)\n",
+        "import torch\ntorch.cuda.set_device(torch.cuda.current_device())\n",
+        "import torch\nclass Accel:\n    def set_device_index(self, index):\n        torch.cuda.set_device(index)\n",
+        "import os, torch\ntorch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n",
+        "import torch\ndef on(k, f):\n    prev = torch.cuda.current_device()\n    torch.cuda.set_device(k)\n"
+        "    try:\n        return f()\n    finally:\n        torch.cuda.set_device(prev)\n",
+        "import torch\nimport horovod.torch as hvd\nhvd.init()\ntorch.cuda.set_device(hvd.local_rank())\n",
+        "import torch\ndef main(args):\n    torch.cuda.set_device(args.gpu)\n"
+        "def launch(fn, n):\n    pass\nlaunch(main, 2)\n",
         "import torch\ngpu.set_device(1)\n",
     )
     INVALID = (
@@ -71,23 +86,58 @@ class GlobalSetDevice(Rule):
         Example(
             "from torch.cuda import set_device as sd\nimport torch\n"
             "def main(opt):\n    sd(opt.gpu_ids[0])\n    torch.zeros(1, device='cuda')\n",
-            None,
+            "from torch.cuda import set_device as sd\nimport torch\n"
+            "def main(opt):\n    with torch.cuda.device(opt.gpu_ids[0]):\n        torch.zeros(1, device='cuda')\n",
         ),
     )
+
+    def _restores(self, ctx: Context, site, fn) -> bool:
+        """The function saves the current device before and sets it back after."""
+        a = ctx.analysis
+        saved = {name for name, _ in self._saves(ctx, fn)}
+        for other in a.set_device_sites:
+            arg = other.positional(0) or other.keyword("device")
+            if (other is not site and other.order > site.order and a.inside(other.scope, fn.node)
+                    and arg is not None and isinstance(arg.value, cst.Name) and arg.value.value in saved):
+                return True
+        return False
+
+    def _is_restore(self, ctx: Context, site, fn) -> bool:
+        arg = site.positional(0) or site.keyword("device")
+        return (arg is not None and isinstance(arg.value, cst.Name)
+                and arg.value.value in {name for name, _ in self._saves(ctx, fn)})
+
+    def _saves(self, ctx: Context, fn):
+        a = ctx.analysis
+        for name, bindings in fn.scope.bindings.items():
+            for b in bindings:
+                if (b.kind == "assign" and isinstance(b.value, cst.Call)
+                        and (a.qualname(b.value.func, fn.scope) or "").endswith(("current_device", "current_device_index"))):
+                    yield name, b
 
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
         for site in a.set_device_sites:
-            if a.binding_context(site) is not None:
+            if a.binding_context(site) is not None or a.devices.is_current_device_noop(site):
                 continue
             fn = a.enclosing_function(site.scope)
+            if fn is not None and (self._restores(ctx, site, fn) or self._is_restore(ctx, site, fn)):
+                continue  # prev = current_device(); set_device(k); ...; set_device(prev)
             owner = fn.node if fn is not None else a.module
             plan = plan_explicit_device(ctx, site, owner, include_nested=fn is None)
+            alone = fn is not None and not any(
+                s is not site and a.inside(s.scope, fn.node) for s in a.set_device_sites)
+            block = plan_device_block(ctx, site, fn) if alone and not isinstance(plan, Plan) else None
             if isinstance(plan, Plan):
                 fix = Fix(Applicability.UNSAFE,
                           f"Replace it with an explicit `{plan.name}` and pass it to the "
                           f"{plan.rewritten} `.cuda()` call{'s' if plan.rewritten != 1 else ''} that depend on it",
                           tuple(plan.edits), frozenset({plan.name}))
+            elif isinstance(block, Edit):
+                backend = (site.qualname or "torch.cuda.set_device").rsplit(".", 1)[0]
+                fix = Fix(Applicability.UNSAFE,
+                          f"Scope it: wrap the rest of `{fn.name}` in `with {backend}.device(k):`, which "
+                          f"restores the caller's device (not rewritten explicitly: {plan})", (block,))
             else:
                 fix = Fix(Applicability.DISPLAY,
                           f"Not rewritten: {plan}. Use an explicit `torch.device` with `.to(device)`, "

@@ -54,9 +54,11 @@ class DataParallelImplicitDevices(Rule):
         moves the module there before wrapping, passes `device_ids` explicitly and drops
         the `.cuda()` (or turns a later one into `.to(primary_device)`). On a machine
         without CUDA `DataParallel` is a pass-through and `device_ids` is empty, so the
-        program still runs. It is **safe** when nothing in the file changes the current
-        device (then the current device is `device_ids[0]`), **unsafe** otherwise or
-        for a subclass of `DataParallel`. With literal `device_ids` it is display-only.
+        program still runs where `.cuda()` failed: a behaviour change, so the fix is
+        **unsafe** (also when the file changes the current device, or for a subclass of
+        `DataParallel`). It is display-only with literal `device_ids`, in a library module
+        (the inserted `device_count()` would query CUDA at import in every importer), and
+        in a module that sets `CUDA_VISIBLE_DEVICES`.
     """
     VALID = (
         "import torch.nn as nn\nmodel = nn.DataParallel(model.to(device), device_ids=device_ids)\n",
@@ -74,6 +76,16 @@ class DataParallelImplicitDevices(Rule):
             "model = nn.DataParallel(nn.Linear(2, 2).to(primary_device), device_ids=device_ids)\n",
         ),
         Example("from torch.nn import DataParallel as DP\nmodel = DP(model, device_ids=[1, 2]).cuda()\n"),
+        Example(
+            "import torch\nimport torch.nn as nn\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = nn.DataParallel(nn.Linear(2, 2)).to(device)\n",
+            "import torch\nimport torch.nn as nn\n"
+            "device_ids = list(range(torch.cuda.device_count()))\n"
+            'primary_device = torch.device("cuda", device_ids[0]) if device_ids else torch.device("cpu")\n'
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = nn.DataParallel(nn.Linear(2, 2).to(primary_device), device_ids=device_ids)\n",
+        ),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -97,9 +109,9 @@ class DataParallelImplicitDevices(Rule):
                            "move the module to device_ids[0] before wrapping (or use DistributedDataParallel)")
             else:
                 fix = self._fix(ctx, wrap, anchor, changes_device)
-                message = ("`DataParallel` without `device_ids` moved with `.cuda()`: it spreads over every "
-                           "visible GPU and needs the module on device_ids[0], but `.cuda()` picks the "
-                           "current device; make `device_ids` explicit and move the module before "
+                message = ("`DataParallel` without `device_ids` moved with `.cuda()` (or `.to(\"cuda\")`): it "
+                           "spreads over every visible GPU and needs the module on device_ids[0], but the move "
+                           "picks the current device; make `device_ids` explicit and move the module before "
                            "wrapping (or use DistributedDataParallel)")
             yield ctx.violation(wrap.move.node, message, fix)
 
@@ -139,8 +151,13 @@ class DataParallelImplicitDevices(Rule):
             reasons.append("this file changes the current device")
         if local_subclass:
             reasons.append("the wrapper is a subclass defined here")
-        applicability = Applicability.UNSAFE if reasons else Applicability.SAFE
+        # without GPUs the rewrite runs on the CPU where `.cuda()` failed: a behaviour change
+        reasons.insert(0, "falls back to the CPU without GPUs")
+        applicability = Applicability.UNSAFE
         hazard = ctx.module_query_hazard()
+        if hazard is None and a.devices.entry_point(anchor) is None:
+            hazard = ("this looks like a library module: the inserted `device_count()` would query "
+                      "CUDA at import in every importer")
         if hazard:  # the inserted device_count() would run at import
             applicability, reasons = Applicability.DISPLAY, reasons + [f"display only: {hazard}"]
         note = f" ({'; '.join(reasons)})" if reasons else ""

@@ -1,17 +1,25 @@
-"""Shared analysis, computed once per module and reused by every rule.
+"""Shared analysis, computed once per module and reused by every rule; one module per
+concern:
 
-- ``core``: the single pass over the tree (scopes, imports, bindings, classes, call
-  sites), name resolution, receiver typing, device inference, threads and processes,
-  distributed setup, DataParallel wraps, implicit-device uses;
-- ``process``: process-level facts in execution order: where CUDA is first
-  initialised, ``CUDA_VISIBLE_DEVICES`` writes, process groups and the device
-  bindings of their setup path.
+- ``facts``: the recorded facts (scopes, bindings, classes, functions, call sites,
+  targets, DataParallel wraps, device choices) and small node helpers;
+- ``collector``: the single pass over the LibCST tree that records them;
+- ``resolution``: names, imports, qualified names, the functions/classes a name means;
+- ``receivers``: whether an expression is provably a torch tensor or module;
+- ``placement``: current-device expressions and the uses that depend on the current device;
+- ``concurrency``: thread and process targets, distributed setup, binding contexts;
+- ``parallel``: DataParallel wraps;
+- ``process``: execution order at process level (CUDA initialisation,
+  ``CUDA_VISIBLE_DEVICES`` writes, process groups, the local rank);
+- ``devices``: per-rank code, binding state along the path, chosen and input devices,
+  and the one verdict each bare ``.cuda()`` gets;
+- ``core``: ``Analysis``, which composes them, plus positions.
 
 Rules import what they need from here, never from another rule.
 """
 
-from .core import (  # noqa: F401
-    Analysis,
+from .core import Analysis  # noqa: F401
+from .facts import (  # noqa: F401
     Binding,
     CallSite,
     ClassInfo,

@@ -24,7 +24,9 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from .. import names as N
-from .core import Analysis, CallSite, DeviceChoice, FunctionInfo, Scope, is_bare_cuda
+from .core import Analysis
+from .facts import CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, is_bare_cuda
+from .process import _called_name as _last_name
 
 # Functions handed to these run once per process. The first group also binds each
 # process's device before calling the function (detectron2's launch, fairseq's
@@ -455,6 +457,8 @@ class DeviceFacts:
         lines = a.text.splitlines()
         line = a.range(site.node).start.line
         fn = a.enclosing_function(site.scope)
+        while fn is not None and isinstance(fn.node, cst.Lambda):  # a lambda's guards are its def's
+            fn = a.enclosing_function(fn.scope.parent) if fn.scope.parent is not None else None
         top = a.range(fn.node).start.line if fn is not None else 1
         current = lines[line - 1] if line - 1 < len(lines) else ""
         indent = len(current) - len(current.lstrip())
@@ -590,21 +594,6 @@ def _world_of_one(site: CallSite) -> bool:
     """``init_process_group(..., world_size=1)``: a single process, not one per rank."""
     arg = site.keyword("world_size")
     return arg is not None and isinstance(arg.value, cst.Integer) and arg.value.value == "1"
-
-
-def _last_name(func: cst.BaseExpression) -> Optional[str]:
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
-
-
-def _function_scope(scope: Scope) -> Optional[Scope]:
-    current: Optional[Scope] = scope
-    while current is not None and not current.is_function:
-        current = current.parent
-    return current
 
 
 def _param_default(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:

@@ -27,7 +27,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 import libcst as cst
 
 from .. import names as N
-from .core import Analysis, CallSite, FunctionInfo
+from .core import Analysis
+from .facts import CallSite, FunctionInfo
 
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 

@@ -13,7 +13,7 @@ from typing import ClassVar, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from ..analysis import Analysis
+from ..analysis import Analysis, CallSite
 from ..model import Applicability, Edit, Fix, Position, Violation
 
 
@@ -147,6 +147,12 @@ class Context:
             return None, [], hazard
         edits = self.insert_module_lines([line], anchor, need_torch=a.torch_alias is None)
         return name, edits, "a device defined where the script starts (falls back to the CPU)"
+
+    def move_to(self, site: CallSite, device_code: str, fix_message: str, message: str) -> Violation:
+        """A finding on a bare ``.cuda()`` whose fix is ``.to(<device_code>)`` (unsafe:
+        it changes placement on purpose), display-only beside a local ``cuda()``."""
+        fix = Fix(Applicability.UNSAFE, fix_message, (self.cuda_to_device(site.node, device_code),))
+        return self.violation(site.node, message, self.guarded(fix))
 
     def guarded(self, fix: Fix) -> Fix:
         """The fix, made display-only when a class of this file defines its own ``cuda``

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..model import Applicability, Fix, Violation
+from ..model import Violation
 from .base import Context, Example, Rule
 
 
@@ -69,12 +69,8 @@ class CudaCallIgnoresInputDevice(Rule):
         for site, verdict in ctx.analysis.devices.sites(self.code):
             device = verdict.device
             assert device is not None
-            fix = Fix(Applicability.UNSAFE, f"Use `.to({device.code})` (the input's device)",
-                      (ctx.cuda_to_device(site.node, device.code),))
-            fix = ctx.guarded(fix)
-            yield ctx.violation(
-                site.node,
+            yield ctx.move_to(
+                site, device.code, f"Use `.to({device.code})` (the input's device)",
                 f"`.cuda()` moves this new tensor to the current device while {device.why}'s device "
                 f"is at hand: on another GPU the next op mixes devices; use `.to({device.code})`",
-                fix,
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..model import Applicability, Fix, Violation
+from ..model import Violation
 from .base import Context, Example, Rule
 
 
@@ -75,12 +75,8 @@ class CudaCallBypassesDevice(Rule):
         for site, verdict in ctx.analysis.devices.sites(self.code):
             device = verdict.device
             assert device is not None
-            fix = Fix(Applicability.UNSAFE, f"Use `.to({device.code})` (the device the code chose)",
-                      (ctx.cuda_to_device(site.node, device.code),))
-            fix = ctx.guarded(fix)
-            yield ctx.violation(
-                site.node,
+            yield ctx.move_to(
+                site, device.code, f"Use `.to({device.code})` (the device the code chose)",
                 f"`.cuda()` ignores the device the code already chose ({device.why}): it moves to the "
                 f"current device instead (crashes on the CPU path); use `.to({device.code})`",
-                fix,
             )

@@ -1,0 +1,264 @@
+"""The single pass over the LibCST tree that records the raw facts."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Set, Union
+
+import libcst as cst
+
+from .facts import (  # noqa: F401
+    Binding,
+    CallSite,
+    ClassInfo,
+    FunctionInfo,
+    FunctionNode,
+    Scope,
+)
+
+
+class _Collector(cst.CSTVisitor):
+    """The single pass that records raw facts."""
+
+    def __init__(self) -> None:
+        self.module_scope: Scope = None  # type: ignore[assignment]
+        self.scopes: List[Scope] = []
+        self.withs: List[List[Optional[str]]] = [[]]
+        self.lines: List[cst.SimpleStatementLine] = []
+        self.exprs: Dict[cst.CSTNode, cst.Expr] = {}
+        self.calls: List[CallSite] = []
+        self.functions: Dict[cst.CSTNode, FunctionInfo] = {}
+        self.classes: List[ClassInfo] = []
+        self.names_used: Set[str] = set()
+        self.skip_names: Set[cst.CSTNode] = set()
+        self.order: Dict[cst.CSTNode, int] = {}
+        self.top_level: Set[cst.CSTNode] = set()
+        self.top_of: Dict[cst.CSTNode, cst.CSTNode] = {}
+        self.current_top: Optional[cst.CSTNode] = None
+        self.counter = 0
+        self.open_calls: List[CallSite] = []
+
+    # every node gets a document-order index; only top-level statements keep theirs
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.counter += 1
+        if node in self.top_level:
+            self.order[node] = self.counter
+            self.current_top = node
+        if self.current_top is not None:
+            self.top_of[node] = self.current_top
+        return super().on_visit(node)
+
+    @property
+    def scope(self) -> Scope:
+        return self.scopes[-1]
+
+    def _push(self, scope: Scope) -> None:
+        self.scopes.append(scope)
+        self.withs.append([])
+
+    def _pop(self) -> None:
+        self.scopes.pop()
+        self.withs.pop()
+
+    def _bind(self, name: str, kind: str, value, scope: Optional[Scope] = None) -> None:
+        (scope or self.scope).bind(Binding(name, kind, value, self.counter))
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.top_level = set(node.body)
+        self.module_scope = Scope("module", node, None, "<module>")
+        self._push(self.module_scope)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        outer = self.scope
+        self._bind(node.name.value, "class", node)
+        scope = Scope("class", node, outer, node.name.value)
+        info = ClassInfo(node, node.name.value, scope, outer, [a.value for a in node.bases if a.keyword is None])
+        scope.klass = info
+        self.classes.append(info)
+        self._push(scope)
+        self.skip_names.add(node.name)
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self._pop()
+
+    def _function(self, node: FunctionNode, name: str) -> None:
+        outer = self.scope
+        klass = outer.klass if outer.kind == "class" else None
+        scope = Scope("function" if isinstance(node, cst.FunctionDef) else "lambda", node, outer, name)
+        params = _param_names(node.params)
+        info = FunctionInfo(node, name, scope, klass, params)
+        scope.function = info
+        self.functions[node] = info
+        if klass is not None and isinstance(node, cst.FunctionDef):
+            klass.methods[name] = info
+        self._push(scope)
+        for p in params:
+            self._bind(p, "param", None)
+            self.names_used.add(p)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._bind(node.name.value, "def", node)
+        self.names_used.add(node.name.value)
+        self.skip_names.add(node.name)
+        self._function(node, node.name.value)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._pop()
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self._function(node, "<lambda>")
+
+    def leave_Lambda(self, node: cst.Lambda) -> None:
+        self._pop()
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self.skip_names.add(node.name)
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            dotted = _dotted(alias.name)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+                self.scope.imports[local] = dotted
+            else:
+                local = dotted.split(".")[0]
+                self.scope.imports[local] = local
+            self._bind(local, "import", None)
+            self.names_used.add(local)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        base = _dotted(node.module)
+        for alias in node.names:
+            name = _dotted(alias.name)
+            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+            self.scope.imports[local] = f"{base}.{name}"
+            self._bind(local, "import", None)
+            self.names_used.add(local)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.skip_names.add(node.attr)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.skip_names.add(node.keyword)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node not in self.skip_names:
+            self.names_used.add(node.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._target(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._target(node.target, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.target, cst.Name):
+            self._bind(node.target.value, "other", None)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        if isinstance(node.target, cst.Name):
+            self._bind(node.target.value, "walrus", node.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._target(node.target, None, kind="for")
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        pass  # comprehension variables are local to the comprehension
+
+    def _target(self, target: cst.BaseExpression, value, kind: str = "assign") -> None:
+        if isinstance(target, cst.Name):
+            self._bind(target.value, kind, value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            values = value.elements if isinstance(value, (cst.Tuple, cst.List)) else None
+            if values is not None and (len(values) != len(target.elements) or any(
+                    isinstance(e, cst.StarredElement) for e in list(values) + list(target.elements))):
+                values = None
+            for i, el in enumerate(target.elements):
+                if isinstance(el, cst.StarredElement):
+                    self._target(el.value, None, "other")
+                elif values is not None:  # a, b = x.cuda(), y.cuda(): pair them up
+                    self._target(el.value, values[i].value, kind)
+                else:
+                    self._target(el.value, None, "other")
+        elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+              and target.value.value == "self" and value is not None):
+            klass = self._method_class()
+            if klass is not None:
+                klass.self_attrs.setdefault(target.attr.value, []).append(value)
+                method = next((sc.name for sc in reversed(self.scopes) if sc.kind == "function"), "")
+                klass.self_attr_sets.setdefault(target.attr.value, []).append((value, method, self.counter))
+
+    def _method_class(self) -> Optional[ClassInfo]:
+        for scope in reversed(self.scopes):
+            if scope.kind == "function":
+                return scope.function.klass if scope.function else None
+        return None
+
+    def visit_With(self, node: cst.With) -> None:
+        for item in node.items:
+            q_expr = item.item
+            self.withs[-1].append(None)  # resolved later from the call site's qualname
+            if item.asname is not None and isinstance(item.asname.name, cst.Name):
+                self._bind(item.asname.name.value, "with", q_expr)
+
+    def leave_With(self, node: cst.With) -> None:
+        for _ in node.items:
+            self.withs[-1].pop()
+
+    def leave_WithItem(self, node: cst.WithItem) -> None:
+        # the item is evaluated before the block: the block runs in its context
+        item = node.item
+        if isinstance(item, cst.Call):
+            site = next((c for c in reversed(self.calls) if c.node is item), None)
+            if site is not None:
+                # position of this item in the current with list: the last None slot
+                for i in range(len(self.withs[-1]) - 1, -1, -1):
+                    if self.withs[-1][i] is None:
+                        self.withs[-1][i] = site  # type: ignore[assignment]
+                        break
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.lines.append(node)
+
+    def leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.lines.pop()
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        self.exprs[node.value] = node
+
+    def visit_Call(self, node: cst.Call) -> None:
+        active = tuple(w for ws in [self.withs[-1]] for w in ws if w is not None)
+        site = CallSite(
+            node=node,
+            qualname=None,
+            scope=self.scope,
+            withs=active,  # CallSites for now; replaced by qualnames in Analysis
+            order=self.counter,
+            line=self.lines[-1] if self.lines else None,
+            expr_stmt=self.exprs.get(node),
+        )
+        self.calls.append(site)
+        self.open_calls.append(site)
+
+    def leave_Call(self, node: cst.Call) -> None:
+        site = self.open_calls.pop()
+        site.end_order = self.counter
+
+
+def _param_names(params: cst.Parameters) -> List[str]:
+    out = [p.name.value for p in params.posonly_params] + [p.name.value for p in params.params]
+    if isinstance(params.star_arg, cst.Param):
+        out.append(params.star_arg.name.value)
+    out += [p.name.value for p in params.kwonly_params]
+    if params.star_kwarg is not None:
+        out.append(params.star_kwarg.name.value)
+    return out
+
+
+def _dotted(node: Union[cst.Attribute, cst.Name]) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    return f"{_dotted(node.value)}.{node.attr.value}"  # type: ignore[arg-type]

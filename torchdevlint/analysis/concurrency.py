@@ -1,0 +1,214 @@
+"""Concurrency: functions run on threads or processes (targets), distributed setup, and
+why a device binding is per process, per thread, or global."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Dict, List, Optional, Set
+
+import libcst as cst
+
+from .. import names as N
+from .facts import (  # noqa: F401
+    CallSite,
+    FunctionInfo,
+    Scope,
+    Target,
+    _arg_value,
+    _kw_value,
+    _names_in,
+)
+
+import re
+
+
+_LOCAL_RANK_HINTS = ("local_rank", "localrank", "rank", "device_id")  # device_id: fairseq, deepspeed
+_LOCAL_RANK_EXPLICIT = re.compile(r"LOCAL_RANK|local_rank|localrank|SLURM_LOCALID")
+
+
+class ConcurrencyMixin:
+    # ------------------------------------------------------------ threads, processes
+    @cached_property
+    def targets(self) -> List[Target]:
+        found: List[Target] = []
+
+        def add(expr: Optional[cst.BaseExpression], kind: str, via: str, site: Optional[CallSite]):
+            if expr is None:
+                return
+            fn = self.local_function(expr, site.scope if site else self.module_scope)
+            if fn is not None:
+                found.append(Target(fn, kind, via, site))
+                if isinstance(fn.node, cst.Lambda) and isinstance(fn.node.body, cst.Call):
+                    inner = self.local_function(fn.node.body.func, fn.scope)
+                    if inner is not None:
+                        found.append(Target(inner, kind, via, site))
+
+        for site in self.calls:
+            q = site.qualname
+            target = site.keyword("target")
+            if q == N.THREAD or self._is_local_subclass_call(site, N.THREAD):
+                add(target.value if target else _arg_value(site.positional(1)), "thread",
+                    "threading.Thread(target=...)", site)
+            elif q == N.PROCESS or (site.method == "Process" and target is not None):
+                add(target.value if target else _arg_value(site.positional(1)), "process",
+                    "multiprocessing.Process(target=...)", site)
+            elif q in N.PROCESS_SPAWNERS:
+                add(_arg_value(site.positional(0)) or _kw_value(site, "fn"), "process", q, site)
+            elif q == N.TO_THREAD:
+                add(_arg_value(site.positional(0)), "thread", "asyncio.to_thread", site)
+            elif site.method == "run_in_executor":
+                kind = self._executor_kind(_arg_value(site.positional(0)), site.scope) or "thread"
+                add(_arg_value(site.positional(1)), kind, "loop.run_in_executor", site)
+            elif site.method in N.EXECUTOR_METHODS:
+                receiver = site.node.func.value  # type: ignore[union-attr]
+                kind = self._executor_kind(receiver, site.scope)
+                if kind is not None:
+                    add(_arg_value(site.positional(0)), kind, f"executor.{site.method}", site)
+        for klass in self.classes:
+            for base_q, kind in ((N.THREAD, "thread"), (N.PROCESS, "process")):
+                if "run" in klass.methods and self.subclasses(klass, base_q):
+                    found.append(Target(klass.methods["run"], kind, f"{base_q} subclass", None))
+        return found
+
+    def _is_local_subclass_call(self, site: CallSite, base: str) -> bool:
+        klass = self.local_class(site.node.func, site.scope)
+        return klass is not None and self.subclasses(klass, base)
+
+    def _executor_kind(self, expr: Optional[cst.BaseExpression], scope: Scope) -> Optional[str]:
+        if expr is None:
+            return None
+        if isinstance(expr, cst.Name) and expr.value == "None":
+            return "thread"  # the event loop's default executor is a thread pool
+        if isinstance(expr, cst.Call):
+            q = self.qualname(expr.func, scope)
+            if q in N.THREAD_EXECUTORS:
+                return "thread"
+            if q in N.PROCESS_EXECUTORS or (q and q.endswith(".Pool")):
+                return "process"
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("Pool", "ProcessPoolExecutor"):
+                return "process"
+            return None
+        if isinstance(expr, cst.Name):
+            owner, imported = self.lookup(expr.value, scope)
+            if owner is None or imported is not None:
+                return None
+            kinds = {self._executor_kind(b.value, owner) for b in owner.bindings[expr.value]
+                     if b.kind in ("assign", "with")}
+            kinds.discard(None)
+            return kinds.pop() if len(kinds) == 1 else None
+        return None
+
+    def target_of(self, fn: Optional[FunctionInfo], kind: str) -> Optional[Target]:
+        if fn is None:
+            return None
+        return next((t for t in self.targets if t.function is fn and t.kind == kind), None)
+
+    # ------------------------------------------------------------------ distributed
+    @cached_property
+    def uses_distributed(self) -> bool:
+        return any(site.qualname and site.qualname.startswith(("torch.distributed", "deepspeed"))
+                   for site in self.calls) or any(
+            q.startswith("torch.distributed") for s in self._all_scopes for q in s.imports.values())
+
+    @cached_property
+    def _all_scopes(self) -> List[Scope]:
+        scopes = {id(s): s for s in [self.module_scope] + [c.scope for c in self.calls]}
+        scopes.update({id(f.scope): f.scope for f in self.functions.values()})
+        return list(scopes.values())
+
+    @cached_property
+    def dist_setup_functions(self) -> Set[cst.CSTNode]:
+        """Functions that initialise a process group, directly or through a local helper."""
+        direct: Dict[cst.CSTNode, Set[cst.CSTNode]] = {}
+        setup: Set[cst.CSTNode] = set()
+        for site in self.calls:
+            fn = self.enclosing_function(site.scope)
+            if fn is None:
+                continue
+            if site.qualname in N.INIT_PROCESS_GROUP:
+                setup.add(fn.node)
+            callee = self.local_function(site.node.func, site.scope)
+            if callee is not None:
+                direct.setdefault(fn.node, set()).add(callee.node)
+        changed = True
+        while changed:
+            changed = False
+            for caller, callees in direct.items():
+                if caller not in setup and callees & setup:
+                    setup.add(caller)
+                    changed = True
+        return setup
+
+    @cached_property
+    def module_inits_process_group(self) -> bool:
+        """Module-level code (a script) initialises a process group, possibly via a helper."""
+        for site in self.calls:
+            if self.enclosing_function(site.scope) is not None:
+                continue
+            if site.qualname in N.INIT_PROCESS_GROUP:
+                return True
+            callee = self.local_function(site.node.func, site.scope)
+            if callee is not None and callee.node in self.dist_setup_functions:
+                return True
+        return False
+
+    def mentions_rank(self, expr: cst.BaseExpression, scope: Scope, _depth: int = 0) -> bool:
+        """Whether a device index derives from LOCAL_RANK / local_rank / rank / gpu."""
+        if _depth > 6:
+            return False
+        code = self.code(expr).lower()
+        if any(h in code for h in _LOCAL_RANK_HINTS):
+            return True
+        for node in _names_in(expr):
+            values = self.values_of(node, scope)
+            if values and any(self.mentions_rank(v, s, _depth + 1) for v, s in values):
+                return True
+        return False
+
+    @cached_property
+    def process_callees(self) -> Set[cst.CSTNode]:
+        """Functions of this file called directly from a process target."""
+        process_fns = {t.function.node for t in self.targets if t.kind == "process"}
+        out: Set[cst.CSTNode] = set()
+        for site in self.calls:
+            fn = self.enclosing_function(site.scope)
+            if fn is not None and fn.node in process_fns:
+                callee = self.local_function(site.node.func, site.scope)
+                if callee is not None:
+                    out.add(callee.node)
+        return out
+
+    @cached_property
+    def set_device_sites(self) -> List[CallSite]:
+        return [s for s in self.calls if s.qualname in N.SET_DEVICE]
+
+    def binding_context(self, site: CallSite) -> Optional[str]:
+        """Why binding a device at ``site`` is per process or per thread, or None when it
+        is a global side effect. A process wins over a thread: a process target that
+        binds its own device is the accepted idiom."""
+        fn = self.enclosing_function(site.scope)
+        if fn is not None:
+            if self.target_of(fn, "process") is not None:
+                return "process"
+            if self.target_of(fn, "thread") is not None:
+                return "thread"
+            if fn.node in self.dist_setup_functions:
+                return "distributed-setup"
+            if fn.node in self.process_callees:
+                return "process"
+        elif self.module_inits_process_group:
+            return "distributed-setup"
+        arg = site.positional(0) or site.keyword("device")
+        if arg is not None and self.uses_distributed and self.mentions_rank(arg.value, site.scope):
+            return "rank"
+        if arg is not None and _LOCAL_RANK_EXPLICIT.search(self.code(arg.value)):
+            return "rank"  # LOCAL_RANK / local_rank / hvd.local_rank(), whatever the module imports
+        if fn is not None:
+            if self.devices.per_rank(site) is not None:
+                return "process"  # a launcher-handed function, an RPC worker, a per-rank script
+            if arg is not None and fn.klass is not None and isinstance(arg.value, cst.Name) \
+                    and arg.value.value in fn.params[1:]:
+                return "wrapper"  # an accelerator wrapper's method: the caller chooses the index
+        elif self.devices.rank_script:
+            return "rank"
+        return None

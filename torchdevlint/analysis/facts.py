@@ -1,0 +1,205 @@
+"""The facts the analysis records and shares: scopes, bindings, classes, functions,
+call sites, thread/process targets, implicit uses, DataParallel wraps, device choices;
+and small helpers over LibCST nodes that every part of the analysis uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple, Union
+
+import libcst as cst
+
+from .. import names as N
+
+FunctionNode = Union[cst.FunctionDef, cst.Lambda]
+
+
+@dataclass(eq=False)
+class Binding:
+    name: str
+    kind: str  # assign | param | for | with | walrus | def | class | import | other
+    value: Optional[cst.BaseExpression]
+    order: int
+
+
+@dataclass(eq=False)
+class Scope:
+    kind: str  # module | class | function | lambda
+    node: cst.CSTNode
+    parent: Optional["Scope"]
+    name: str = ""
+    imports: Dict[str, str] = field(default_factory=dict)
+    bindings: Dict[str, List[Binding]] = field(default_factory=dict)
+    function: Optional["FunctionInfo"] = None
+    klass: Optional["ClassInfo"] = None
+
+    def bind(self, binding: Binding) -> None:
+        self.bindings.setdefault(binding.name, []).append(binding)
+
+    @property
+    def is_function(self) -> bool:
+        return self.kind in ("function", "lambda")
+
+
+@dataclass(eq=False)
+class ClassInfo:
+    node: cst.ClassDef
+    name: str
+    scope: Scope  # the class body's scope
+    outer: Scope
+    bases: List[cst.BaseExpression]
+    methods: Dict[str, "FunctionInfo"] = field(default_factory=dict)
+    self_attrs: Dict[str, List[cst.BaseExpression]] = field(default_factory=dict)
+    # self.<attr> = value: (value, the method that assigns it, document order)
+    self_attr_sets: Dict[str, List[Tuple[cst.BaseExpression, str, int]]] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class FunctionInfo:
+    node: FunctionNode
+    name: str
+    scope: Scope  # the function's own scope
+    klass: Optional[ClassInfo]
+    params: List[str]
+
+
+@dataclass(eq=False)
+class CallSite:
+    node: cst.Call
+    qualname: Optional[str]
+    scope: Scope
+    withs: Tuple[Optional[str], ...]  # qualnames of the active with-item calls
+    order: int
+    line: Optional[cst.SimpleStatementLine]  # the statement line that holds the call
+    expr_stmt: Optional[cst.Expr]  # set when the call is a whole expression statement
+    end_order: int = 0
+
+    @property
+    def method(self) -> Optional[str]:
+        func = self.node.func
+        return func.attr.value if isinstance(func, cst.Attribute) else None
+
+    @property
+    def in_device_context(self) -> bool:
+        return any(q in N.DEVICE_CONTEXTS for q in self.withs)
+
+    def keyword(self, name: str) -> Optional[cst.Arg]:
+        for arg in self.node.args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return arg
+        return None
+
+    def positional(self, index: int) -> Optional[cst.Arg]:
+        pos = [a for a in self.node.args if a.keyword is None and not a.star]
+        return pos[index] if index < len(pos) else None
+
+    @property
+    def has_star_args(self) -> bool:
+        return any(a.star for a in self.node.args)
+
+
+@dataclass(eq=False)
+class Target:
+    """A function (or lambda) that runs on a new thread or process."""
+
+    function: FunctionInfo
+    kind: str  # thread | process
+    via: str  # how it was started, for messages
+    site: Optional[CallSite]
+
+
+@dataclass(eq=False)
+class ImplicitUse:
+    """A use that depends on CUDA's current device."""
+
+    node: cst.CSTNode
+    kind: str  # bare-cuda | device-string | current-device-query | pin-memory | device-object
+    site: CallSite
+    rewritable: bool  # a bare .cuda() the explicit-device rewrite handles
+
+
+@dataclass(eq=False)
+class DataParallelWrap:
+    """``DataParallel(module, ...)`` whose result is moved with ``.cuda()``."""
+
+    wrap: CallSite
+    move: CallSite  # the bare .cuda() that moves the wrapper (or its parent)
+    shape: str  # chained | later | parent
+    literal_ids: Optional[List[int]]  # device_ids given as int literals, else None (absent)
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    code: str  # the expression to pass to .to(...)
+    exact: bool  # provably the current device on a GPU machine
+    why: str  # where it came from, for fix messages
+
+
+_CURRENT_DEVICE_QUERIES = frozenset(
+    "torch.cuda." + n for n in (
+        "current_device", "Stream", "Event", "synchronize", "memory_allocated",
+        "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
+        "reset_peak_memory_stats", "mem_get_info", "get_device_name",
+        "get_device_properties", "get_device_capability", "current_stream",
+        "default_stream", "memory_summary", "utilization")
+)
+
+
+def _is_cuda_string(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.SimpleString) and expr.evaluated_value == "cuda"
+
+
+def is_bare_cuda(call: cst.Call) -> bool:
+    """``x.cuda()`` with no device: no positional, no ``device=``, or ``None``."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "cuda"):
+        return False
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            return False  # *args / **kwargs may carry a device
+        name = arg.keyword.value if arg.keyword is not None else None
+        if name is None and i == 0 or name == "device":
+            if not (isinstance(arg.value, cst.Name) and arg.value.value == "None"):
+                return False
+    return True
+
+
+def _int_list(expr: cst.BaseExpression) -> Optional[List[int]]:
+    if not isinstance(expr, (cst.List, cst.Tuple)):
+        return None
+    out = []
+    for el in expr.elements:
+        if not isinstance(el.value, cst.Integer):
+            return None
+        out.append(int(el.value.evaluated_value))
+    return out
+
+
+def _arg_value(arg: Optional[cst.Arg]) -> Optional[cst.BaseExpression]:
+    return arg.value if arg is not None else None
+
+
+def _kw_value(site: CallSite, name: str) -> Optional[cst.BaseExpression]:
+    return _arg_value(site.keyword(name))
+
+
+def _names_in(expr: cst.CSTNode) -> List[str]:
+    found: List[str] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            found.append(node.value)
+
+    expr.visit(V())
+    return found
+
+
+def _function_scope(scope: Scope) -> Optional[Scope]:
+    current: Optional[Scope] = scope
+    while current is not None and not current.is_function:
+        current = current.parent
+    return current

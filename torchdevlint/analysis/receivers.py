@@ -1,0 +1,131 @@
+"""Receivers: whether an expression is provably a torch tensor or module, and the values a
+name is bound to."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import libcst as cst
+
+from .facts import (  # noqa: F401
+    Scope,
+)
+
+
+# torch functions that do not return a tensor (everything else torch.<lower> does).
+_NOT_TENSOR_FUNCS = frozenset(
+    {"load", "save", "compile", "device", "no_grad", "enable_grad", "set_grad_enabled",
+     "manual_seed", "is_tensor", "numel", "set_default_device", "set_default_dtype",
+     "get_default_dtype", "set_num_threads", "get_num_threads", "set_printoptions",
+     "inference_mode", "autocast", "dtype", "finfo", "iinfo", "typename", "is_storage",
+     "use_deterministic_algorithms", "seed", "initial_seed", "get_rng_state",
+     "set_rng_state", "vmap", "cond", "export", "is_grad_enabled", "Generator", "Size"}
+)
+# Tensor methods that return a tensor.
+TENSOR_METHODS = frozenset(
+    {"cuda", "cpu", "to", "float", "double", "half", "bfloat16", "int", "long", "short",
+     "bool", "byte", "char", "type", "view", "reshape", "permute", "transpose", "t",
+     "contiguous", "clone", "detach", "detach_", "squeeze", "unsqueeze", "flatten",
+     "expand", "repeat", "requires_grad_", "pin_memory", "share_memory_", "abs", "sum",
+     "mean", "mul", "add", "sub", "div", "exp", "log", "sqrt", "pow", "neg", "relu",
+     "softmax", "zero_", "fill_", "normal_", "uniform_", "copy_", "narrow", "select",
+     "index_select", "masked_fill", "float_", "numpy_", "new_tensor", "new_zeros",
+     "new_ones", "new_empty", "new_full", "chunk", "split", "data", "sign", "round"}
+)
+# Module methods that return the module itself.
+MODULE_METHODS = frozenset(
+    {"cuda", "cpu", "to", "float", "double", "half", "bfloat16", "train", "eval",
+     "requires_grad_", "share_memory", "type", "to_empty", "apply", "zero_grad"}
+)
+_FACTORY_PREFIXES = ("torch.nn.functional.", "torch.fft.", "torch.linalg.", "torch.special.")
+_TENSOR_CLASSES = frozenset(
+    {"torch.Tensor", "torch.tensor", "torch.FloatTensor", "torch.LongTensor",
+     "torch.DoubleTensor", "torch.HalfTensor", "torch.IntTensor", "torch.ByteTensor",
+     "torch.BoolTensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter"}
+)
+_MODULE_CONSTRUCTOR_PREFIXES = ("torch.nn.", "torchvision.models.", "timm.create_model")
+_NOT_MODULE_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
+                                      "torch.nn.init", "torch.nn.functional", "torch.nn.utils"})
+_CYCLE = "<cycle>"  # a name whose value depends on itself, while it is being typed
+
+
+def _is_module_constructor(q: str) -> bool:
+    if any(q == n or q.startswith(n + ".") for n in _NOT_MODULE_CONSTRUCTORS):
+        return False
+    if q.startswith(("torch.nn.", "torchvision.models.")):
+        last = q.rsplit(".", 1)[-1]
+        return q.startswith("torchvision.models.") or last[:1].isupper()
+    return q == "timm.create_model"
+
+
+def _kind_of_torch_callable(q: str) -> Optional[str]:
+    if q in _TENSOR_CLASSES:
+        return "tensor"
+    if _is_module_constructor(q):
+        return "module"
+    if q.startswith(_FACTORY_PREFIXES):
+        return "tensor"
+    parts = q.split(".")
+    if len(parts) == 2 and parts[0] == "torch" and parts[1][:1].islower() and parts[1] not in _NOT_TENSOR_FUNCS:
+        return "tensor"
+    return None
+
+
+class ReceiversMixin:
+    # ------------------------------------------------------------- value typing
+    def torch_kind(self, expr: cst.BaseExpression, scope: Scope, _depth: int = 0) -> Optional[str]:
+        """'tensor' or 'module' when ``expr`` is provably one, else None."""
+        if _depth > 12:
+            return None
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            q = self.qualname(func, scope)
+            if q is not None:
+                return _kind_of_torch_callable(q)
+            klass = self.local_class(func, scope)
+            if klass is not None:
+                return "module" if self.is_module_class(klass) else None
+            if isinstance(func, cst.Attribute):
+                inner = self.torch_kind(func.value, scope, _depth + 1)
+                method = func.attr.value
+                if inner == _CYCLE and method in TENSOR_METHODS | MODULE_METHODS:
+                    return _CYCLE
+                if inner == "tensor" and method in TENSOR_METHODS:
+                    return "tensor"
+                if inner == "module" and method in MODULE_METHODS:
+                    return "module"
+            return None
+        if isinstance(expr, cst.Name):
+            key = (expr.value, id(scope))
+            if key in self._typing:
+                return _CYCLE  # x = x.float(): the other bindings decide
+            self._typing.add(key)
+            try:
+                return self._kind_of_bindings(self.values_of(expr.value, scope), _depth)
+            finally:
+                self._typing.discard(key)
+        if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+                and expr.value.value == "self"):
+            klass = self.enclosing_class(scope)
+            if klass is not None and expr.attr.value in klass.self_attrs:
+                values = [(v, klass.scope) for v in klass.self_attrs[expr.attr.value]]
+                return self._kind_of_bindings(values, _depth)
+        return None
+
+    def values_of(self, name: str, scope: Scope) -> Optional[List[Tuple[cst.BaseExpression, Scope]]]:
+        owner, imported = self.lookup(name, scope)
+        if owner is None or imported is not None:
+            return None
+        values = []
+        for b in owner.bindings[name]:
+            if b.kind not in ("assign", "walrus") or b.value is None:
+                return None
+            values.append((b.value, owner))
+        return values
+
+    def _kind_of_bindings(self, values, depth: int) -> Optional[str]:
+        if not values:
+            return None
+        kinds = {self.torch_kind(v, s, depth + 1) for v, s in values}
+        kinds.discard(_CYCLE)
+        return kinds.pop() if len(kinds) == 1 else None

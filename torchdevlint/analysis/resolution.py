@@ -1,0 +1,159 @@
+"""Name resolution: the scope and import behind a name, qualified names through any
+import alias, the functions and classes of this file that an expression names."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from .. import names as N
+from .facts import (  # noqa: F401
+    ClassInfo,
+    FunctionInfo,
+    Scope,
+)
+from .receivers import _is_module_constructor
+
+
+class ResolutionMixin:
+    # ------------------------------------------------------------- name resolution
+    def lookup(self, name: str, scope: Scope) -> Tuple[Optional[Scope], Optional[str]]:
+        """The scope that binds ``name`` as seen from ``scope``, and its import, if any."""
+        current: Optional[Scope] = scope
+        first = True
+        while current is not None:
+            if current.kind != "class" or first:
+                if name in current.imports:
+                    kinds = {b.kind for b in current.bindings.get(name, ())}
+                    if not kinds & {"def", "class", "param"}:
+                        return current, current.imports[name]
+                if name in current.bindings:
+                    return current, None
+            first = False
+            current = current.parent
+        return None, None
+
+    def qualname(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:
+        parts: List[str] = []
+        while isinstance(expr, cst.Attribute):
+            parts.append(expr.attr.value)
+            expr = expr.value
+        if not isinstance(expr, cst.Name):
+            return None
+        _, imported = self.lookup(expr.value, scope)
+        if imported is None:
+            return None
+        return N.canonical(".".join([imported] + parts[::-1]))
+
+    def local_function(self, expr: cst.BaseExpression, scope: Scope) -> Optional[FunctionInfo]:
+        """The function of this file that ``expr`` names (``f``, ``self.f``, ``partial(f)``)."""
+        if isinstance(expr, cst.Lambda):
+            return self.functions.get(expr)
+        if isinstance(expr, cst.Call) and self.qualname(expr.func, scope) == N.PARTIAL:
+            return self.local_function(expr.args[0].value, scope) if expr.args else None
+        if isinstance(expr, cst.Name):
+            owner, imported = self.lookup(expr.value, scope)
+            if owner is None or imported is not None:
+                return None
+            for b in reversed(owner.bindings[expr.value]):
+                if b.kind == "def" and b.value is not None:
+                    return self.functions.get(b.value)
+            return None
+        if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+                and expr.value.value in ("self", "cls")):
+            klass = self.enclosing_class(scope)
+            if klass is not None:
+                return self.method(klass, expr.attr.value)
+        return None
+
+    def local_class(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassInfo]:
+        if not isinstance(expr, cst.Name):
+            return None
+        owner, imported = self.lookup(expr.value, scope)
+        if owner is None or imported is not None:
+            return None
+        for b in reversed(owner.bindings[expr.value]):
+            if b.kind == "class":
+                return next((c for c in self.classes if c.node is b.value), None)
+        return None
+
+    def method(self, klass: ClassInfo, name: str, _seen=None) -> Optional[FunctionInfo]:
+        if name in klass.methods:
+            return klass.methods[name]
+        seen = _seen or set()
+        seen.add(klass.node)
+        for base in klass.bases:
+            parent = self.local_class(base, klass.outer)
+            if parent is not None and parent.node not in seen:
+                found = self.method(parent, name, seen)
+                if found:
+                    return found
+        return None
+
+    def enclosing_function(self, scope: Scope) -> Optional[FunctionInfo]:
+        current: Optional[Scope] = scope
+        while current is not None and not current.is_function:
+            current = current.parent
+        return current.function if current is not None else None
+
+    def enclosing_class(self, scope: Scope) -> Optional[ClassInfo]:
+        fn = self.enclosing_function(scope)
+        while fn is not None and fn.klass is None:
+            fn = self.enclosing_function(fn.scope.parent) if fn.scope.parent else None
+        return fn.klass if fn is not None else None
+
+    def subclasses(self, klass: ClassInfo, qualname: str, _seen=None) -> bool:
+        """Whether ``klass`` derives from ``qualname`` (through classes of this file too)."""
+        seen = _seen or set()
+        seen.add(klass.node)
+        for base in klass.bases:
+            q = self.qualname(base, klass.outer)
+            if q == qualname:
+                return True
+            parent = self.local_class(base, klass.outer)
+            if parent is not None and parent.node not in seen:
+                if self.subclasses(parent, qualname, seen):
+                    return True
+        return False
+
+    def is_module_class(self, klass: ClassInfo, _seen=None) -> bool:
+        seen = _seen or set()
+        seen.add(klass.node)
+        for base in klass.bases:
+            q = self.qualname(base, klass.outer)
+            if q and _is_module_constructor(q):
+                return True
+            parent = self.local_class(base, klass.outer)
+            if parent is not None and parent.node not in seen and self.is_module_class(parent, seen):
+                return True
+        return False
+
+    @cached_property
+    def classes_defining_cuda(self) -> List[ClassInfo]:
+        return [c for c in self.classes if "cuda" in c.methods]
+
+    def free_name(self, preferred: str, taken: Sequence[str] = ()) -> str:
+        candidates = [preferred, f"torch_{preferred}", f"default_{preferred}"]
+        candidates += [f"{preferred}_{i}" for i in range(2, 100)]
+        for candidate in candidates:
+            if candidate not in self.names_used and candidate not in taken:
+                return candidate
+        raise RuntimeError("no free name")  # pragma: no cover
+
+    @cached_property
+    def torch_alias(self) -> Optional[str]:
+        """A module-level name bound to ``torch`` itself, if any."""
+        for name, q in self.module_scope.imports.items():
+            if q == "torch" and not {b.kind for b in self.module_scope.bindings.get(name, ())} - {"import"}:
+                return name
+        return None
+
+    def inside(self, scope: Scope, node: cst.CSTNode) -> bool:
+        current: Optional[Scope] = scope
+        while current is not None:
+            if current.node is node:
+                return True
+            current = current.parent
+        return False

@@ -12,6 +12,7 @@ crash LibCST's native parser) -> one LibCST parse -> shared analysis -> rules ->
 from __future__ import annotations
 
 import ast
+import dataclasses
 import bisect
 import re
 import sys
@@ -23,7 +24,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, T
 import libcst as cst
 
 from .analysis import Analysis
-from .model import Edit, Fix, Violation
+from .model import Applicability, Edit, Fix, Violation
 from .noqa import noqa_map, suppressed
 from .rules import ALL_RULES, BY_CODE, TOOL_CODES
 from .rules.base import Context, Rule
@@ -116,6 +117,31 @@ def _analyse(text: str, rules: Sequence[Rule], device_name: str) -> List[Violati
         except Exception as exc:  # a bug in one rule must not hide the others
             found.append(tool_finding(
                 "TDL902", f"{rule.code} failed on this file: {type(exc).__name__}: {exc}"))
+    return _one_applicability_per_statement(found)
+
+
+_STRENGTH = {Applicability.DISPLAY: 0, Applicability.UNSAFE: 1, Applicability.SAFE: 2}
+
+
+def _one_applicability_per_statement(found: List[Violation]) -> List[Violation]:
+    """The placement fixes of one statement (one line) share the weakest applicability:
+    `fix` never half-converts `yield inputs.cuda(), labels.cuda()`."""
+    by_line: Dict[int, List[int]] = {}
+    for i, v in enumerate(found):
+        if v.fix is not None and v.code.startswith("TDL00"):
+            by_line.setdefault(v.start[0], []).append(i)
+    for group in by_line.values():
+        if len(group) < 2:
+            continue
+        weakest = min((found[i].fix.applicability for i in group), key=_STRENGTH.__getitem__)  # type: ignore[union-attr]
+        for i in group:
+            v = found[i]
+            fix = v.fix
+            assert fix is not None
+            if fix.applicability is not weakest:
+                note = f" ({weakest.value}: another site of this statement is {weakest.value})"
+                found[i] = dataclasses.replace(v, fix=dataclasses.replace(
+                    fix, applicability=weakest, message=fix.message + note))
     return found
 
 

@@ -152,13 +152,19 @@ class Context:
         """A finding on a bare ``.cuda()`` whose fix is ``.to(<device_code>)`` (unsafe:
         it changes placement on purpose), display-only beside a local ``cuda()``."""
         fix = Fix(Applicability.UNSAFE, fix_message, (self.cuda_to_device(site.node, device_code),))
-        return self.violation(site.node, message, self.guarded(fix))
+        return self.violation(site.node, message, self.guarded(fix, site.node))
 
-    def guarded(self, fix: Fix) -> Fix:
+    def guarded(self, fix: Fix, call: Optional[cst.Call] = None) -> Fix:
         """The fix, made display-only when a class of this file defines its own ``cuda``
-        (a rewrite to ``.to`` would skip what that method does)."""
+        (a rewrite to ``.to`` would skip what that method does), or when the receiver is
+        a storage (its ``.to`` takes ``device`` as a keyword only)."""
+        if fix.applicability is Applicability.DISPLAY:
+            return fix
+        if call is not None and is_storage(self.analysis, call):
+            return Fix(Applicability.DISPLAY,
+                       f"{fix.message} (display only: a storage's `.to` takes `device=` as a keyword)")
         own = self.analysis.classes_defining_cuda
-        if not own or fix.applicability is Applicability.DISPLAY:
+        if not own:
             return fix
         names = ", ".join(f"`{c.name}`" for c in own)
         return Fix(Applicability.DISPLAY,
@@ -214,6 +220,19 @@ class Context:
     def _last_line(self) -> int:
         code = self.analysis.text
         return code.count("\n") + (0 if code.endswith("\n") else 1)
+
+
+def is_storage(analysis: Analysis, call: cst.Call) -> bool:
+    """``t.storage().cuda()``, ``t.untyped_storage().cuda()``, ``torch.FloatStorage(n).cuda()``."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    receiver = func.value
+    if isinstance(receiver, cst.Call):
+        inner = receiver.func
+        name = inner.attr.value if isinstance(inner, cst.Attribute) else getattr(inner, "value", "")
+        return name in ("storage", "untyped_storage", "_storage", "_typed_storage") or name.endswith("Storage")
+    return False
 
 
 def _commas(args: List[cst.Arg]) -> List[cst.Arg]:

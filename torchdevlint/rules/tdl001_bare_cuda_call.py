@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..model import Applicability, Fix, Violation
-from .base import Context, Example, Rule
+from .base import Context, Example, Rule, is_storage
 
 
 class BareCudaCall(Rule):
@@ -102,6 +102,10 @@ class BareCudaCall(Rule):
         # a library module: no definition at import time
         Example("import torch\ndef make(n):\n    return torch.zeros(n).cuda()\n", None),
         Example("class P:\n    def cuda(self):\n        return self\np = P().cuda()\n", None),
+        Example("import torch\ns = torch.zeros(2).untyped_storage().cuda()\n", None),
+        # one statement, one applicability: the unprovable receiver holds the other back
+        Example("import torch\ndevice = torch.device('cuda')\ny = (torch.zeros(1).cuda(), batch.cuda())\n",
+                "import torch\ndevice = torch.device('cuda')\ny = (torch.zeros(1).to(device), batch.to(device))\n"),
         # the inserted definition would query CUDA at import, before this assignment
         Example("import os, torch\ndef setup(gpus):\n    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\n"
                 "def build():\n    return torch.zeros(1).cuda()\nif __name__ == '__main__':\n    build()\n", None),
@@ -138,7 +142,10 @@ class BareCudaCall(Rule):
                     defines = frozenset({name})
                     applicability = Applicability.UNSAFE
                     reasons.insert(0, why)
-            if own_cuda:
+            if is_storage(analysis, call):
+                applicability = Applicability.DISPLAY
+                reasons = ["display only: a storage's `.to` takes `device=` as a keyword"]
+            elif own_cuda:
                 names = ", ".join(f"`{c.name}`" for c in own_cuda)
                 applicability = Applicability.DISPLAY
                 reasons = [f"display only: {names} in this file defines its own `cuda()`"]

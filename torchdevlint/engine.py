@@ -117,20 +117,25 @@ def _analyse(text: str, rules: Sequence[Rule], device_name: str) -> List[Violati
         except Exception as exc:  # a bug in one rule must not hide the others
             found.append(tool_finding(
                 "TDL902", f"{rule.code} failed on this file: {type(exc).__name__}: {exc}"))
-    return _one_applicability_per_statement(found)
+    return _one_applicability_per_statement(found, text)
 
 
 _STRENGTH = {Applicability.DISPLAY: 0, Applicability.UNSAFE: 1, Applicability.SAFE: 2}
 
 
-def _one_applicability_per_statement(found: List[Violation]) -> List[Violation]:
-    """The placement fixes of one statement (one line) share the weakest applicability:
-    `fix` never half-converts `yield inputs.cuda(), labels.cuda()`."""
-    by_line: Dict[int, List[int]] = {}
+def _one_applicability_per_statement(found: List[Violation], text: str) -> List[Violation]:
+    """The placement fixes of one statement (one line), and of one CUDA-guarded block
+    (`if cuda:`, `if torch.cuda.is_available():`, `if args.cuda:`), share the weakest
+    applicability: `fix` never half-converts `yield inputs.cuda(), labels.cuda()` or a
+    block."""
+    lines = text.splitlines()
+    by_group: Dict[Tuple[str, int], List[int]] = {}
     for i, v in enumerate(found):
         if v.fix is not None and v.code.startswith("TDL00"):
-            by_line.setdefault(v.start[0], []).append(i)
-    for group in by_line.values():
+            block = _cuda_block(lines, v.start[0])
+            key = ("block", block) if block is not None else ("line", v.start[0])
+            by_group.setdefault(key, []).append(i)
+    for group in by_group.values():
         if len(group) < 2:
             continue
         weakest = min((found[i].fix.applicability for i in group), key=_STRENGTH.__getitem__)  # type: ignore[union-attr]
@@ -139,10 +144,31 @@ def _one_applicability_per_statement(found: List[Violation]) -> List[Violation]:
             fix = v.fix
             assert fix is not None
             if fix.applicability is not weakest:
-                note = f" ({weakest.value}: another site of this statement is {weakest.value})"
+                note = f" ({weakest.value}: another site of this statement or `if cuda:` block is {weakest.value})"
                 found[i] = dataclasses.replace(v, fix=dataclasses.replace(
                     fix, applicability=weakest, message=fix.message + note))
     return found
+
+
+def _cuda_block(lines: List[str], line: int) -> Optional[int]:
+    """The line of the nearest enclosing `if`/`elif` whose test mentions cuda, if any
+    (read by indentation: cheap, and only walks up through enclosing headers)."""
+    if line - 1 >= len(lines):
+        return None
+    current = lines[line - 1]
+    indent = len(current) - len(current.lstrip())
+    i = line - 2
+    while indent > 0 and i >= 0:
+        text = lines[i]
+        stripped = text.lstrip()
+        if stripped and not stripped.startswith("#"):
+            depth = len(text) - len(stripped)
+            if depth < indent:
+                indent = depth
+                if stripped.startswith(("if ", "elif ")) and "cuda" in stripped.lower():
+                    return i + 1
+        i -= 1
+    return None
 
 
 def python_syntax_error(text: str) -> Optional[Violation]:

@@ -106,6 +106,11 @@ class BareCudaCall(Rule):
         # one statement, one applicability: the unprovable receiver holds the other back
         Example("import torch\ndevice = torch.device('cuda')\ny = (torch.zeros(1).cuda(), batch.cuda())\n",
                 "import torch\ndevice = torch.device('cuda')\ny = (torch.zeros(1).to(device), batch.to(device))\n"),
+        # ... and so does one `if cuda:` block
+        Example("import torch\ndevice = torch.device('cuda')\nif args.cuda:\n    m = torch.nn.Linear(2, 2).cuda()\n"
+                "    x = batch.cuda()\n",
+                "import torch\ndevice = torch.device('cuda')\nif args.cuda:\n    m = torch.nn.Linear(2, 2).to(device)\n"
+                "    x = batch.to(device)\n"),
         # the inserted definition would query CUDA at import, before this assignment
         Example("import os, torch\ndef setup(gpus):\n    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\n"
                 "def build():\n    return torch.zeros(1).cuda()\nif __name__ == '__main__':\n    build()\n", None),

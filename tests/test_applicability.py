@@ -1,0 +1,36 @@
+"""Fix safety across sites: one statement and one `if cuda:` block get one applicability;
+`fix` (safe only) never half-converts them."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import findings, fixed
+
+DEVICE = "import torch\ndevice = torch.device('cuda')\n"
+
+
+@pytest.mark.parametrize("body", [
+    "y = (torch.zeros(1).cuda(), batch.cuda())\n",
+    "if args.cuda:\n    m = torch.nn.Linear(2, 2).cuda()\n    x = batch.cuda()\n",
+    "if torch.cuda.is_available():\n    m = torch.zeros(2).cuda()\n    for b in loader:\n        b = b.cuda()\n",
+])
+def test_a_statement_or_cuda_block_is_never_half_converted(body):
+    text = DEVICE + body
+    found = [v for v in findings(text) if v.code.startswith("TDL00")]
+    assert len(found) >= 2 and len({v.fix.applicability for v in found}) == 1
+    assert fixed(text, unsafe=False) == text  # nothing half-done by the safe pass
+    assert ".cuda()" not in fixed(text, unsafe=True)
+
+
+def test_independent_statements_keep_their_own_applicability():
+    text = DEVICE + "a = torch.zeros(1).cuda()\nb = batch.cuda()\n"
+    kinds = [v.fix.applicability.value for v in findings(text)]
+    assert kinds == ["safe", "unsafe"]
+    assert fixed(text, unsafe=False) == DEVICE + "a = torch.zeros(1).to(device)\nb = batch.cuda()\n"
+
+
+def test_a_storage_is_never_rewritten():
+    text = "import torch\ndevice = torch.device('cuda')\ns = torch.zeros(2).untyped_storage().cuda()\n"
+    [v] = findings(text)
+    assert v.fix.applicability.value == "display" and fixed(text) == text

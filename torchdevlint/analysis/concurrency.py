@@ -206,9 +206,11 @@ class ConcurrencyMixin:
         if fn is not None:
             if self.devices.per_rank(site) is not None:
                 return "process"  # a launcher-handed function, an RPC worker, a per-rank script
-            if arg is not None and fn.klass is not None and isinstance(arg.value, cst.Name) \
-                    and arg.value.value in fn.params[1:]:
-                return "wrapper"  # an accelerator wrapper's method: the caller chooses the index
+            if arg is not None and fn.klass is not None and (
+                    (isinstance(arg.value, cst.Name) and arg.value.value in fn.params[1:])
+                    or (isinstance(arg.value, cst.Attribute) and isinstance(arg.value.value, cst.Name)
+                        and arg.value.value.value == "self" and "device" in arg.value.attr.value)):
+                return "wrapper"  # a device/accelerator wrapper's method: its owner chooses the index
         elif self.devices.rank_script:
             return "rank"
         return None

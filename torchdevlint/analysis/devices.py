@@ -158,9 +158,16 @@ class DeviceFacts:
         return out
 
     def is_current_device_noop(self, site: CallSite) -> bool:
-        arg = site.positional(0)
-        return (arg is not None and isinstance(arg.value, cst.Call)
-                and self.a.qualname(arg.value.func, site.scope) == "torch.cuda.current_device")
+        """``set_device(current_device())`` or ``set_device(torch.device("cuda"))``: the
+        current device, unchanged."""
+        arg = site.positional(0) or site.keyword("device")
+        if arg is None:
+            return False
+        value = arg.value
+        if isinstance(value, cst.Call) and self.a.qualname(value.func, site.scope) in (
+                "torch.cuda.current_device", "torch.accelerator.current_device_index"):
+            return True
+        return self.is_exact_current(value, site.scope)
 
     def bound(self, site: CallSite) -> Optional[str]:
         """Why the current device is provably the intended one at ``site``, or None."""

@@ -25,7 +25,8 @@ class GlobalSetDevice(Rule):
         distributed or per-process setup. Quiet also for functions handed to a launcher,
         RPC workers and scripts launched per rank, an index from `LOCAL_RANK` or
         horovod's `local_rank()` whatever the module imports, an accelerator wrapper
-        method whose index is its own parameter, `set_device(current_device())`, and a
+        method whose index is its own parameter or its `self.<...device>` attribute,
+        `set_device(current_device())` / `set_device(torch.device("cuda"))`, and a
         function that saves the current device and sets it back. Quiet when the same function (or, for a script, the module)
         initialises a process group, directly or through a local helper such as
         `ddp_setup()`; inside a function started by `mp.spawn`,
@@ -68,6 +69,9 @@ class GlobalSetDevice(Rule):
         "def pipeline_pre_init(cfg):\n    torch.cuda.set_device(cfg.device_id)\n",
         "def set_device(i):\n    pass\nset_device(1)\n",
         "import torch\ntorch.cuda.set_device(torch.cuda.current_device())\n",
+        "import torch\ntorch.cuda.set_device(torch.device('cuda'))\n",
+        "import torch\nclass DeviceGPU:\n    def __init__(self, rank):\n        self._device = torch.device('cuda', rank)\n"
+        "        torch.cuda.set_device(self._device)\n",
         "import torch\nclass Accel:\n    def set_device_index(self, index):\n        torch.cuda.set_device(index)\n",
         "import os, torch\ntorch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n",
         "import torch\ndef on(k, f):\n    prev = torch.cuda.current_device()\n    torch.cuda.set_device(k)\n"

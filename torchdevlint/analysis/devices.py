@@ -396,10 +396,6 @@ class DeviceFacts:
         return self._entries[anchor]
 
     @cached_property
-    def _module_level_calls(self) -> Set[object]:
-        return {n for n in self.flow.reach({None}, upward=False) if n is not None}
-
-    @cached_property
     def _called_from_module_outside_guard(self) -> Set[cst.CSTNode]:
         """Top-level defs (and classes) that module-level code outside the main guard runs."""
         a = self.a

@@ -7,6 +7,7 @@ change files, 2 usage, configuration or internal error (one line, no traceback).
 from __future__ import annotations
 
 import argparse
+import keyword
 import os
 import sys
 from collections import Counter
@@ -108,14 +109,17 @@ def settings_from(args: argparse.Namespace) -> Settings:
     else:
         settings = load(find_pyproject(os.getcwd()))
     if args.select is not None:
-        settings = settings.with_overrides(select=validate_codes(args.select, "--select"))
+        select = validate_codes(args.select, "--select")
+        if not select:
+            raise ConfigError("--select needs at least one rule code or prefix (e.g. TDL, TDL0, TDL101)")
+        settings = settings.with_overrides(select=select)
     if args.extend_select:
         settings = settings.with_overrides(
             extend_select=settings.extend_select + validate_codes(args.extend_select, "--extend-select"))
     if args.ignore:
         settings = settings.with_overrides(ignore=settings.ignore + validate_codes(args.ignore, "--ignore"))
     if args.device_name is not None:
-        if not args.device_name.isidentifier():
+        if not args.device_name.isidentifier() or keyword.iskeyword(args.device_name):
             raise ConfigError(f"--device-name must be a Python identifier, got {args.device_name!r}")
         settings = settings.with_overrides(device_name=args.device_name)
     return settings
@@ -150,7 +154,8 @@ def _lint(args: argparse.Namespace) -> int:
             return 0 if args.exit_zero or not remaining else 1
     else:
         files = discover(args.paths, settings, args.force_exclude)
-        jobs = args.jobs or os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+        jobs = min(args.jobs or cpus, cpus)  # more processes than CPUs only cost memory
         cache = Cache(".", settings, enabled=not args.no_cache) if mode == "check" else None
         results = run(files, mode, settings, unsafe, jobs, cache, progress=not args.quiet)
     violations = [v for r in results for v in r.violations]

@@ -84,6 +84,23 @@ def discover(paths: Sequence[str], settings: Settings, force_exclude: bool = Fal
 
 
 # ------------------------------------------------------------------ one file
+MAX_SOURCE_BYTES = 64 * 1024 * 1024
+
+
+def read_source(path: str) -> bytes:
+    """A source file's bytes. Only regular files are read (a FIFO would block forever, a
+    device never ends), and at most ``MAX_SOURCE_BYTES``: both are OSErrors saying why."""
+    st = os.stat(path)  # follows symlinks: the target is what gets read
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a file")
+        raise OSError(0, f"not a regular file ({kind}): skipped")
+    if st.st_size > MAX_SOURCE_BYTES:
+        raise OSError(0, f"larger than {MAX_SOURCE_BYTES // 2**20} MiB ({st.st_size} bytes): skipped")
+    with open(path, "rb") as fh:
+        return fh.read(MAX_SOURCE_BYTES + 1)
+
+
 def process(job: Job) -> FileResult:
     result = FileResult(job.path)
     data = job.data
@@ -92,8 +109,7 @@ def process(job: Job) -> FileResult:
             if os.path.isdir(job.path):
                 os.listdir(job.path)  # raises the real reason it could not be walked
                 raise IsADirectoryError(21, "is a folder that could not be walked")
-            with open(job.path, "rb") as fh:
-                data = fh.read()
+            data = read_source(job.path)
         except OSError as exc:
             result.violations = [tool_finding("TDL904", f"cannot read: {_os_reason(exc)}", filename=job.path)]
             result.parsed = True
@@ -169,6 +185,8 @@ def write_atomic(path: str, expected: bytes, new_data: bytes) -> Optional[str]:
 
 
 def _os_reason(exc: OSError) -> str:
+    if exc.errno == 0 and exc.strerror:  # our own reasons (read_source) are already phrased
+        return exc.strerror
     return exc.strerror.lower() if exc.strerror else str(exc)
 
 
@@ -299,8 +317,7 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
         job = Job(path, mode, unsafe, settings)
         if mode == "check" and cache is not None and cache.enabled:
             try:
-                with open(path, "rb") as fh:
-                    data = fh.read()
+                data = read_source(path)
             except OSError:
                 pending.append(job)
                 continue

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import keyword
+
 import fnmatch
 import os
 import sys
@@ -111,8 +113,14 @@ def find_pyproject(start: str) -> Optional[Path]:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                raw = candidate.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"{candidate}: cannot read TOML: {exc}")
+            try:
+                data = tomllib.loads(raw)
+            except tomllib.TOMLDecodeError as exc:
+                if "torchdevlint" not in raw:
+                    continue  # another project's broken file, without our table: not ours to read
                 raise ConfigError(f"{candidate}: cannot read TOML: {exc}")
             if "torchdevlint" in data.get("tool", {}):
                 return candidate
@@ -167,7 +175,7 @@ def from_mapping(section: Dict, where: str, root: str = ".") -> Settings:
         changes["per_file_ignores"] = tuple(items)
     if "device-name" in section:
         name = section["device-name"]
-        if not isinstance(name, str) or not name.isidentifier():
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
             raise ConfigError(f"{where}: 'device-name' must be a Python identifier, got {name!r}")
         changes["device_name"] = name
     return replace(settings, **changes)

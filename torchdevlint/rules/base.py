@@ -50,6 +50,8 @@ class Rule:
     def may_fire(cls, data) -> bool:
         """The prefilter on raw text (str or bytes): False means this rule cannot fire."""
         def found(words: Tuple[str, ...]) -> bool:
+            # `x.cuda ()` and `x.cuda\\\n()` are calls too: match the name, not the paren
+            words = tuple(w[:-1] if w.endswith("(") else w for w in words)
             if isinstance(data, bytes):
                 return any(w.encode("ascii") in data for w in words)
             return any(w in data for w in words)

@@ -27,6 +27,7 @@ from .. import names as N
 from .core import Analysis
 from .facts import CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, is_bare_cuda
 from .process import _called_name as _last_name
+from .process import _is_main_guard
 
 # Functions handed to these run once per process. The first group also binds each
 # process's device before calling the function (detectron2's launch, fairseq's
@@ -606,12 +607,6 @@ def _param_default(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
         if p.name.value == name:
             return p.default
     return None
-
-
-def _is_main_guard(test: cst.BaseExpression) -> bool:
-    from .process import _is_main_guard as guard
-
-    return guard(test)
 
 
 def _top_statement(a: Analysis, order: int) -> Optional[cst.CSTNode]:

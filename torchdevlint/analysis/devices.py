@@ -61,6 +61,7 @@ class DeviceFacts:
         self.handed: Dict[object, object] = {}
         self._config_bases: Dict[object, List[str]] = {}  # function -> args-like names using .device
         self._entries: Dict[int, Optional[str]] = {}
+        self._first_call_into: Dict[Tuple[object, object], Optional[int]] = {}
 
     # ------------------------------------------------------------ per-process code
     @cached_property
@@ -218,13 +219,18 @@ class DeviceFacts:
 
     def _called_before(self, target: object, owner: object, site: CallSite) -> bool:
         """Whether code in ``owner`` calls (transitively) into ``target`` before ``site``."""
-        for call in self.a.calls:
-            if call.order >= site.order or self._owner(call) is not owner:
-                continue
-            callee = self.flow.callee(call)
-            if callee is not None and target in self.flow.reach({callee.node}, upward=False):
-                return True
-        return False
+        first = self._first_call_into.get((target, owner), -1)
+        if first == -1:  # computed once per (target, owner), not once per site
+            first = None
+            for call in self.a.calls:
+                if self._owner(call) is not owner:
+                    continue
+                callee = self.flow.callee(call)
+                if callee is not None and target in self.flow.reach({callee.node}, upward=False):
+                    first = call.order  # calls are in document order: the first one found
+                    break
+            self._first_call_into[(target, owner)] = first
+        return first is not None and first < site.order
 
     def _owner(self, site: CallSite) -> object:
         fn = self.a.enclosing_function(site.scope)

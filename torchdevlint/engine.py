@@ -12,11 +12,13 @@ crash LibCST's native parser) -> one LibCST parse -> shared analysis -> rules ->
 from __future__ import annotations
 
 import ast
-import dataclasses
 import bisect
+import dataclasses
+import io
 import re
 import sys
 import threading
+import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, TypeVar
@@ -29,7 +31,7 @@ from .noqa import noqa_map, suppressed
 from .rules import ALL_RULES, BY_CODE, TOOL_CODES
 from .rules.base import Context, Rule
 from .settings import Settings
-from .source import LineIndex
+from .source import LineIndex, split_lines
 
 RULES: List[Rule] = [cls() for cls in ALL_RULES if cls.code not in TOOL_CODES]
 MAX_FIX_ROUNDS = 8
@@ -128,7 +130,7 @@ def _one_applicability_per_statement(found: List[Violation], text: str) -> List[
     (`if cuda:`, `if torch.cuda.is_available():`, `if args.cuda:`), share the weakest
     applicability: `fix` never half-converts `yield inputs.cuda(), labels.cuda()` or a
     block."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     by_group: Dict[Tuple[str, int], List[int]] = {}
     for i, v in enumerate(found):
         if v.fix is not None and v.code.startswith("TDL00"):
@@ -224,8 +226,10 @@ def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
             outcome.remaining = found
             break
         edits = sorted({e for v in chosen for e in v.fix.edits})  # identical edits merge
-        new_text, regions = apply_edits_mapped(text, edits)
-        problem = verify(text, new_text, regions, filename)
+        problem = misplaced(text, chosen)
+        if problem is None:
+            new_text, regions = apply_edits_mapped(text, edits)
+            problem = verify(text, new_text, regions, filename)
         if problem is not None:
             codes = ", ".join(sorted({v.code for v in chosen}))
             outcome.rejected.append(tool_finding(
@@ -238,8 +242,13 @@ def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
     else:
         outcome.remaining = check_source(text, filename, settings)
         if any(v.fix and v.fix.applies(unsafe) for v in outcome.remaining):
+            # fixes that keep finding more to fix are a bug: nothing of it is written
             outcome.rejected.append(tool_finding(
-                "TDL902", f"fixes did not settle after {MAX_FIX_ROUNDS} rounds", 1, 0, filename))
+                "TDL903", f"fixes did not settle after {MAX_FIX_ROUNDS} rounds: nothing written",
+                1, 0, filename))
+            outcome.remaining = check_source(original, filename, settings)
+            outcome.applied = Counter()
+            text = original
     outcome.text = text if text != original else original
     return outcome
 
@@ -320,8 +329,55 @@ def apply_edits_mapped(text: str, edits: Sequence[Edit]) -> Tuple[str, List[Tupl
 
 
 # ------------------------------------------------------------------ verification
+def misplaced(text: str, chosen: Sequence[Violation]) -> Optional[str]:
+    """Why an edit would land on bytes other than those its rule saw, or None."""
+    index = LineIndex(text)
+    for v in chosen:
+        for e in v.fix.edits:  # type: ignore[union-attr]
+            if e.expected is None:
+                continue
+            found = text[index.offset(e.start):index.offset(e.end)]
+            if found != e.expected:
+                return (f"the {v.code} edit at {e.start[0]}:{e.start[1] + 1} targets {_clip(found)} "
+                        f"where the rule saw {_clip(e.expected)} (a position bug; please report it)")
+    return None
+
+
+def _clip(s: str, width: int = 40) -> str:
+    return repr(s if len(s) <= width else s[:width] + "…")
+
+
+def split_token(text: str, regions: Sequence[Tuple[int, int, int, int]]) -> Optional[str]:
+    """Why an edit would start or end inside a token of ``text`` (a string, a name, a
+    comment), or None. Tokens are Python's; the scan stops after the last edit."""
+    bounds = sorted({b for s, e, _, _ in regions for b in (s, e)})
+    if not bounds:
+        return None
+    index = LineIndex(text)
+    last = bounds[-1]
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
+            if tok.type in (tokenize.NEWLINE, tokenize.NL, tokenize.DEDENT, tokenize.INDENT,
+                            tokenize.ENDMARKER):
+                continue
+            s, e = index.offset(tok.start), index.offset(tok.end)
+            if s > last:
+                break
+            i = bisect.bisect_right(bounds, s)
+            if i < len(bounds) and bounds[i] < e:
+                line, col = index.position(bounds[i])
+                return f"an edit at {line}:{col + 1} falls inside the token {_clip(tok.string)}"
+    except (tokenize.TokenError, SyntaxError):
+        return "the original text cannot be tokenized"
+    return None
+
+
 def verify(old: str, new: str, regions: Sequence[Tuple[int, int, int, int]], filename: str) -> Optional[str]:
-    """None when ``new`` compiles and equals ``old`` outside the rewritten statements."""
+    """None when ``new`` compiles, no edit splits a token of ``old``, and ``new`` equals
+    ``old`` (as an AST) outside the rewritten statements."""
+    problem = split_token(old, regions)
+    if problem is not None:
+        return problem
     try:
         compile(new, filename, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:

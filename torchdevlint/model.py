@@ -37,6 +37,9 @@ class Edit:
     start: Position
     end: Position
     content: str
+    # the text the rule saw at ``start:end`` (None: not recorded). ``fix`` refuses an
+    # edit whose target is anything else: a position bug must never rewrite other bytes
+    expected: Optional[str] = field(default=None, compare=False)
 
     def to_json(self) -> dict:
         return {

@@ -11,6 +11,8 @@ import re
 import tokenize
 from typing import Dict, FrozenSet, Optional
 
+from .source import split_lines
+
 # flake8's own pattern (flake8/defaults.py), so both fronts read comments alike.
 NOQA = re.compile(r"# noqa(?::[\s]?(?P<codes>([A-Z]+[0-9]+(?:[,\s]+)?)+))?", re.IGNORECASE)
 _CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
@@ -24,7 +26,7 @@ def noqa_map(text: str) -> Dict[int, FrozenSet[str]]:
         return {}
     per_line: Dict[int, FrozenSet[str]] = {}
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+        tokens = list(tokenize.generate_tokens(io.StringIO(text, newline=None).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         tokens = []
     # Map each comment to the range of lines of its logical line.
@@ -46,7 +48,7 @@ def noqa_map(text: str) -> Dict[int, FrozenSet[str]]:
                     per_line[line] = _merge(per_line.get(line), codes)
             pending, start_line = [], None
     if not tokens:  # untokenizable text: fall back to physical lines
-        for number, line in enumerate(text.splitlines(), 1):
+        for number, line in enumerate(split_lines(text), 1):
             codes = _parse(line)
             if codes is not None:
                 per_line[number] = codes

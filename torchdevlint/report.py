@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence
 from . import __version__
 from .model import Applicability, Violation
 from .rules import ALL_RULES, BY_CODE, url_for
-from .source import DecodeError, LineIndex, apply_edits, decode
+from .source import DecodeError, LineIndex, apply_edits, decode, split_lines
 
 FORMATS = ("concise", "text", "full", "json", "github", "sarif")
 
@@ -53,7 +53,7 @@ def full(violations: Sequence[Violation], unsafe: bool) -> str:
 def _fix_preview(before: str, after: str) -> List[str]:
     import difflib
 
-    old, new = before.splitlines(), after.splitlines()
+    old, new = split_lines(before), split_lines(after)
     lines = []
     for line in difflib.unified_diff(old, new, lineterm="", n=0):
         if line.startswith(("---", "+++", "@@")):

@@ -191,14 +191,20 @@ def _os_reason(exc: OSError) -> str:
 
 
 def unified_diff(old: str, new: str, path: str) -> str:
+    """A patch that ``git apply`` and ``patch`` accept for any text: lines are what they
+    split on (``\n`` only; a lone ``\r``, a form feed or U+2028 stays inside its line)."""
     lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True),
-        fromfile=f"a/{path}", tofile=f"b/{path}",
+        _patch_lines(old), _patch_lines(new), fromfile=f"a/{path}", tofile=f"b/{path}",
     )
     out = []
     for line in lines:
-        out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)
+
+
+def _patch_lines(text: str) -> List[str]:
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
 
 
 # ------------------------------------------------------------------ the cache

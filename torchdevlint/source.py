@@ -13,11 +13,29 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from .model import Edit, Position
 
+# Python's own notion of a line break (its tokenizer's and LibCST's): \r\n, \r or \n.
+# Never str.splitlines(), which also breaks on form feeds, \v, \x1c-\x1e, \x85, U+2028
+# and U+2029, and so disagrees with every position Python and LibCST report.
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str, keepends: bool = False) -> List[str]:
+    """The physical lines of ``text`` as Python counts them (see ``_NEWLINE``)."""
+    if keepends:
+        starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+        lines = [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+        return lines[:-1] if lines and not lines[-1] else lines
+    lines = _NEWLINE.split(text)
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
+def count_breaks(text: str, start: int = 0, end: Optional[int] = None) -> int:
+    """How many line breaks (Python's notion) lie in ``text[start:end]``."""
+    return len(_NEWLINE.findall(text, start, len(text) if end is None else end))
 
 
 class DecodeError(Exception):

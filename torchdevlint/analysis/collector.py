@@ -1,7 +1,16 @@
-"""The single pass over the LibCST tree that records the raw facts."""
+"""The single pass over the LibCST tree that records the raw facts.
+
+Scopes follow Python's rules: a function's parameter defaults, annotations and
+decorators are evaluated in the enclosing scope (its own scope opens at its body); a
+comprehension is a scope of its own (its targets do not leak; a walrus inside binds in
+the enclosing function); ``global``/``nonlocal`` names are bound in the scope they name;
+``match`` captures, ``except ... as`` and ``del`` bind too; identifiers are compared
+after NFKC normalisation, as Python does (``ｄevice`` is ``device``).
+"""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Dict, List, Optional, Set, Union
 
 import libcst as cst
@@ -60,7 +69,18 @@ class _Collector(cst.CSTVisitor):
         self.withs.pop()
 
     def _bind(self, name: str, kind: str, value, scope: Optional[Scope] = None) -> None:
-        (scope or self.scope).bind(Binding(name, kind, value, self.counter))
+        name = ident(name)
+        scope = scope or self.scope
+        if kind == "walrus":  # PEP 572: a comprehension's walrus binds outside it
+            while scope.kind == "comprehension" and scope.parent is not None:
+                scope = scope.parent
+        declared = scope.declared.get(name)
+        if declared is not None and declared is not scope:
+            # `global x` / `nonlocal x`: the binding lands in that scope, at an unknown
+            # time (whenever this function runs): not a value to rely on
+            declared.bind(Binding(name, "other", None, self.counter))
+            return
+        scope.bind(Binding(name, kind, value, self.counter))
 
     def visit_Module(self, node: cst.Module) -> None:
         self.top_level = set(node.body)
@@ -81,6 +101,8 @@ class _Collector(cst.CSTVisitor):
         self._pop()
 
     def _function(self, node: FunctionNode, name: str) -> None:
+        """Record the function; its scope is entered at its body (defaults, annotations
+        and decorators run in the enclosing scope, when the function is defined)."""
         outer = self.scope
         klass = outer.klass if outer.kind == "class" else None
         scope = Scope("function" if isinstance(node, cst.FunctionDef) else "lambda", node, outer, name)
@@ -90,25 +112,99 @@ class _Collector(cst.CSTVisitor):
         self.functions[node] = info
         if klass is not None and isinstance(node, cst.FunctionDef):
             klass.methods[name] = info
-        self._push(scope)
         for p in params:
-            self._bind(p, "param", None)
-            self.names_used.add(p)
+            self._bind(p, "param", None, scope)
+            self.names_used.add(ident(p))
+
+    def _enter_body(self, node: FunctionNode) -> None:
+        self._push(self.functions[node].scope)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._bind(node.name.value, "def", node)
-        self.names_used.add(node.name.value)
+        self.names_used.add(ident(node.name.value))
         self.skip_names.add(node.name)
         self._function(node, node.name.value)
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+    def visit_FunctionDef_body(self, node: cst.FunctionDef) -> None:
+        self._enter_body(node)
+
+    def leave_FunctionDef_body(self, node: cst.FunctionDef) -> None:
         self._pop()
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         self._function(node, "<lambda>")
 
-    def leave_Lambda(self, node: cst.Lambda) -> None:
+    def visit_Lambda_body(self, node: cst.Lambda) -> None:
+        self._enter_body(node)
+
+    def leave_Lambda_body(self, node: cst.Lambda) -> None:
         self._pop()
+
+    # comprehensions: a scope of their own
+    def _comprehension(self, node: cst.CSTNode) -> None:
+        self._push(Scope("comprehension", node, self.scope, "<comprehension>"))
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._comprehension(node)
+
+    def leave_ListComp(self, node: cst.ListComp) -> None:
+        self._pop()
+
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self._comprehension(node)
+
+    def leave_SetComp(self, node: cst.SetComp) -> None:
+        self._pop()
+
+    def visit_DictComp(self, node: cst.DictComp) -> None:
+        self._comprehension(node)
+
+    def leave_DictComp(self, node: cst.DictComp) -> None:
+        self._pop()
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._comprehension(node)
+
+    def leave_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._pop()
+
+    # declarations and the other binding forms
+    def visit_Global(self, node: cst.Global) -> None:
+        for item in node.names:
+            self.scope.declared[ident(item.name.value)] = self.module_scope
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        for item in node.names:
+            name = ident(item.name.value)
+            outer = self.scope.parent
+            while outer is not None and not (outer.is_function and name in outer.bindings):
+                outer = outer.parent
+            if outer is not None:
+                self.scope.declared[name] = outer
+
+    def visit_MatchAs(self, node: cst.MatchAs) -> None:
+        if node.name is not None:
+            self._bind(node.name.value, "other", None)
+
+    def visit_MatchStar(self, node: cst.MatchStar) -> None:
+        if node.name is not None:
+            self._bind(node.name.value, "other", None)
+
+    def visit_MatchMapping(self, node: cst.MatchMapping) -> None:
+        if node.rest is not None:
+            self._bind(node.rest.value, "other", None)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None and isinstance(node.name.name, cst.Name):
+            self._bind(node.name.name.value, "other", None)
+
+    def visit_ExceptStarHandler(self, node: cst.ExceptStarHandler) -> None:
+        if node.name is not None and isinstance(node.name.name, cst.Name):
+            self._bind(node.name.name.value, "other", None)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        for target in _flat_targets(node.target):
+            self._bind(target, "other", None)
 
     def visit_Param(self, node: cst.Param) -> None:
         self.skip_names.add(node.name)
@@ -117,7 +213,7 @@ class _Collector(cst.CSTVisitor):
         for alias in node.names:
             dotted = _dotted(alias.name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                local = alias.asname.name.value
+                local = ident(alias.asname.name.value)
                 self.scope.imports[local] = dotted
             else:
                 local = dotted.split(".")[0]
@@ -131,7 +227,7 @@ class _Collector(cst.CSTVisitor):
         base = _dotted(node.module)
         for alias in node.names:
             name = _dotted(alias.name)
-            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+            local = ident(alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name)
             self.scope.imports[local] = f"{base}.{name}"
             self._bind(local, "import", None)
             self.names_used.add(local)
@@ -145,7 +241,7 @@ class _Collector(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         if node not in self.skip_names:
-            self.names_used.add(node.value)
+            self.names_used.add(ident(node.value))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -166,7 +262,7 @@ class _Collector(cst.CSTVisitor):
         self._target(node.target, None, kind="for")
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
-        pass  # comprehension variables are local to the comprehension
+        self._target(node.target, None, kind="for")  # in the comprehension's own scope
 
     def _target(self, target: cst.BaseExpression, value, kind: str = "assign") -> None:
         if isinstance(target, cst.Name):
@@ -246,6 +342,19 @@ class _Collector(cst.CSTVisitor):
     def leave_Call(self, node: cst.Call) -> None:
         site = self.open_calls.pop()
         site.end_order = self.counter
+
+
+def ident(name: str) -> str:
+    """An identifier as Python compares it: NFKC-normalised (PEP 3131)."""
+    return name if name.isascii() else unicodedata.normalize("NFKC", name)
+
+
+def _flat_targets(target: cst.BaseExpression) -> List[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _flat_targets(el.value)]
+    return []
 
 
 def _param_names(params: cst.Parameters) -> List[str]:

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from ..source import LineIndex, count_breaks, split_lines
 from .collector import _Collector
 from .facts import CallSite, ClassInfo, FunctionInfo, Scope
 from .concurrency import ConcurrencyMixin
@@ -32,7 +33,9 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
 
     def __init__(self, module: cst.Module, device_name: str = "device", text: Optional[str] = None):
         self.module = module
-        self.text = module.code if text is None else text  # LibCST round-trips exactly
+        # LibCST round-trips almost exactly: it drops form feeds before a top-level
+        # statement. Positions are LibCST's; ``range`` maps them onto ``text``.
+        self.text = module.code if text is None else text
         self.device_name = device_name
         collector = _Collector()
         module.visit(collector)
@@ -81,18 +84,29 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         if module.body and not module.header and header.strip():
             return None  # pragma: no cover - an unexpected codegen shape: use the slow path
         offset = len(header) if module.header else 0
-        line = 1 + self.text.count("\n", 0, offset) if offset else 1
+        line = 1 + count_breaks(self.text, 0, offset) if offset else 1
         out: Dict[cst.CSTNode, int] = {}
         for stmt in module.body:
             code = module.code_for_node(stmt)
             if self.text[offset:offset + len(code)] != code:
                 return None  # pragma: no cover - never seen; correctness first
             out[stmt] = line
-            line += code.count("\n")
+            line += count_breaks(code)
             offset += len(code)
         return out
 
+    @cached_property
+    def _realign(self) -> Optional["_Realign"]:
+        """None when LibCST's code is the text (always, but for a form feed LibCST drops)."""
+        if "\f" not in self.text:
+            return None
+        code = self.module.code
+        return None if code == self.text else _Realign(code, self.text)
+
     def range(self, node: cst.CSTNode) -> CodeRange:
+        realign = self._realign
+        if realign is not None:  # positions in LibCST's code, mapped onto the text
+            return realign.range(self.positions[node])
         top = self._top_of.get(node)
         if top is None or len(self._ranges) >= 64 or "positions" in self.__dict__:
             return self.positions[node]  # dense findings: one pass over the module is cheaper
@@ -110,3 +124,38 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
+
+    @cached_property
+    def lines(self) -> List[str]:
+        """The text's physical lines, as Python and LibCST count them."""
+        return split_lines(self.text)
+
+
+class _Realign:
+    """Maps positions in LibCST's regenerated code onto the original text, where LibCST
+    dropped characters (form feeds before a statement; never a line break). Characters
+    are matched greedily: the dropped ones are skipped in the original."""
+
+    def __init__(self, code: str, text: str):
+        self.code_index, self.text_index = LineIndex(code), LineIndex(text)
+        to_text: List[int] = []
+        i = 0
+        for ch in code:
+            while i < len(text) and text[i] != ch:
+                i += 1
+            to_text.append(i)
+            i += 1
+        if i > len(text):  # LibCST added text: never seen; no position can be trusted
+            raise ValueError("LibCST's code is not a subsequence of the source")
+        self.to_text = to_text + [len(text)]
+
+    def position(self, line: int, column: int, end: bool) -> Tuple[int, int]:
+        offset = self.code_index.offset((line, column))
+        if end and offset > 0:  # an end is just after its last character
+            return self.text_index.position(self.to_text[offset - 1] + 1)
+        return self.text_index.position(self.to_text[offset])
+
+    def range(self, rng: CodeRange) -> CodeRange:
+        start = self.position(rng.start.line, rng.start.column, end=False)
+        end = self.position(rng.end.line, rng.end.column, end=rng.end != rng.start)
+        return CodeRange(start, end)

@@ -313,13 +313,15 @@ class DeviceFacts:
             default = _param_default(fn, name) if fn is not None else None
             if default is not None and not self.is_device_value(default, owner):
                 return None  # device=None, device="gpu": not a device to pass on
-            if default is not None and "cpu" in a.code(default) and "cuda" not in a.code(default):
+            if default is not None and _cpu_only(a.code(default)):
                 return None  # device="cpu": where results go, not where the work runs
             return DeviceChoice(name, False, f"the `{name}` parameter")
         if not kinds <= {"assign", "walrus"} or any(b.value is None for b in bindings):
             return None  # rebound by a loop, a with, an unpacking...
         if not all(self.is_device_value(b.value, owner) for b in bindings):
             return None
+        if all(_cpu_only(a.code(b.value)) for b in bindings):
+            return None  # device = "cpu": `.cuda()` asked for a GPU; this is not that
         if owner.is_function:
             if owner is _function_scope(site.scope) and not any(b.order < site.order for b in bindings):
                 return None  # assigned only after this call in the same function
@@ -464,7 +466,7 @@ class DeviceFacts:
         """The ``if``/``elif`` lines that enclose ``site`` in its function, innermost first
         (read from the source text by indentation)."""
         a = self.a
-        lines = a.text.splitlines()
+        lines = a.lines
         line = a.range(site.node).start.line
         fn = a.enclosing_function(site.scope)
         while fn is not None and isinstance(fn.node, cst.Lambda):  # a lambda's guards are its def's
@@ -604,6 +606,10 @@ def _world_of_one(site: CallSite) -> bool:
     """``init_process_group(..., world_size=1)``: a single process, not one per rank."""
     arg = site.keyword("world_size")
     return arg is not None and isinstance(arg.value, cst.Integer) and arg.value.value == "1"
+
+
+def _cpu_only(code: str) -> bool:
+    return "cpu" in code and "cuda" not in code
 
 
 def _param_default(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:

@@ -24,7 +24,7 @@ class Binding:
 
 @dataclass(eq=False)
 class Scope:
-    kind: str  # module | class | function | lambda
+    kind: str  # module | class | function | lambda | comprehension
     node: cst.CSTNode
     parent: Optional["Scope"]
     name: str = ""
@@ -32,6 +32,8 @@ class Scope:
     bindings: Dict[str, List[Binding]] = field(default_factory=dict)
     function: Optional["FunctionInfo"] = None
     klass: Optional["ClassInfo"] = None
+    # names a `global`/`nonlocal` statement here hands to another scope
+    declared: Dict[str, "Scope"] = field(default_factory=dict)
 
     def bind(self, binding: Binding) -> None:
         self.bindings.setdefault(binding.name, []).append(binding)

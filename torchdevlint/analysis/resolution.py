@@ -14,13 +14,17 @@ from .facts import (  # noqa: F401
     FunctionInfo,
     Scope,
 )
+from .collector import ident
 from .receivers import _is_module_constructor
 
 
 class ResolutionMixin:
     # ------------------------------------------------------------- name resolution
     def lookup(self, name: str, scope: Scope) -> Tuple[Optional[Scope], Optional[str]]:
-        """The scope that binds ``name`` as seen from ``scope``, and its import, if any."""
+        """The scope that binds ``name`` as seen from ``scope``, and its import, if any.
+        Class scopes are seen only from their own body (not from its functions and
+        comprehensions), as in Python."""
+        name = ident(name)
         current: Optional[Scope] = scope
         first = True
         while current is not None:

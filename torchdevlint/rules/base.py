@@ -103,18 +103,33 @@ class Context:
         return (r.end.line, r.end.column)
 
     def replace(self, node: cst.CSTNode, text: str) -> Edit:
-        return Edit(self.start(node), self.end(node), text)
+        return Edit(self.start(node), self.end(node), text, self.seen(node))
+
+    def seen(self, node: cst.CSTNode) -> str:
+        """The text of ``node`` as the rule saw it (its range excludes its own parens)."""
+        if getattr(node, "lpar", None) or getattr(node, "rpar", None):
+            node = node.with_changes(lpar=[], rpar=[])
+        return self.analysis.code(node)
 
     def rename_call(self, call: cst.Call, method: str, args: List[cst.Arg]) -> Edit:
         """Replace ``.cuda(...)`` (from the method name to the closing paren)."""
         assert isinstance(call.func, cst.Attribute)
         new = call.with_changes(func=cst.Name(method), args=_commas(args), lpar=[], rpar=[])
-        return Edit(self.start(call.func.attr), self.end(call), self.analysis.code(new))
+        seen = call.with_changes(func=call.func.attr, lpar=[], rpar=[])
+        return Edit(self.start(call.func.attr), self.end(call), self.analysis.code(new), self.analysis.code(seen))
 
     def cuda_to_device(self, call: cst.Call, device_code: str) -> Edit:
-        """``x.cuda(non_blocking=True)`` -> ``x.to(<device>, non_blocking=True)``."""
-        kept = [a for i, a in enumerate(call.args)
-                if not (a.keyword is None and i == 0) and not (a.keyword and a.keyword.value == "device")]
+        """``x.cuda(non_blocking=True)`` -> ``x.to(<device>, non_blocking=True)``; the
+        second positional argument of ``cuda`` is ``non_blocking`` (``to``'s is ``dtype``),
+        so it is passed by keyword."""
+        kept = []
+        for i, a in enumerate(call.args):
+            if (a.keyword is None and not a.star and i == 0) or (a.keyword and a.keyword.value == "device"):
+                continue
+            if a.keyword is None and not a.star and i == 1:
+                a = a.with_changes(keyword=cst.Name("non_blocking"), equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+            kept.append(a)
         parsed = self.analysis.memo.setdefault("expressions", {})
         if device_code not in parsed:
             parsed[device_code] = cst.parse_expression(device_code)
@@ -220,8 +235,7 @@ class Context:
         return (self.analysis.range(stmt).start.line, 0)
 
     def _last_line(self) -> int:
-        code = self.analysis.text
-        return code.count("\n") + (0 if code.endswith("\n") else 1)
+        return len(self.analysis.lines)
 
 
 def is_storage(analysis: Analysis, call: cst.Call) -> bool:

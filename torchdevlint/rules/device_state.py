@@ -109,10 +109,13 @@ def plan_device_block(ctx: Context, site: CallSite, fn: FunctionInfo) -> Union[E
     )
     new_fn = node.with_changes(body=node.body.with_changes(body=body[:i] + [block]))
     old = a.text
+    if old != a.module.code:
+        return "LibCST does not reproduce this file exactly (a form feed before a statement)"
     new = a.module.deep_replace(node, new_fn).code  # type: ignore[union-attr]
     index = LineIndex(old)
     # the edit runs from the set_device statement to the end of the function, so that
     # it covers whole statements (what the fix verification compares)
     start = index.offset(ctx.start(line))
     tail = len(old) - index.offset(ctx.end(node))
-    return Edit(index.position(start), index.position(len(old) - tail), new[start:len(new) - tail])
+    return Edit(index.position(start), index.position(len(old) - tail), new[start:len(new) - tail],
+                old[start:len(old) - tail])

@@ -210,7 +210,7 @@ class ProcessGroupWithoutDevice(Rule):
             at = ctx.end(last.value)
             comma = last.comma
             line, col = ctx.start(last)
-            own_line = not a.text.splitlines()[line - 1][:col].strip()
+            own_line = not a.lines[line - 1][:col].strip()
             if (isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace)
                     and own_line):  # one argument per line, with a trailing comma: one more line
                 edits.append(Edit(at, at, f",{a.module.default_newline}{' ' * col}{text}"))

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import keyword
 import os
+import signal
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -72,9 +74,86 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Sink:
+    """A stream that never raises: once its reader is gone (a closed pipe, ``2>&-``),
+    writes are dropped, so that output problems never change the exit code."""
+
+    def __init__(self, stream, binary: bool = False):
+        self._stream = stream
+        self._binary = binary
+        self.dead = stream is None
+
+    def write(self, data):
+        if not self.dead:
+            try:
+                return self._stream.write(data)
+            except (OSError, ValueError):
+                self.dead = True
+        return len(data)
+
+    def flush(self) -> None:
+        if not self.dead:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self.dead = True
+
+    @property
+    def buffer(self) -> "_Sink":
+        return _Sink(None if self.dead else getattr(self._stream, "buffer", None), binary=True)
+
+    def isatty(self) -> bool:
+        try:
+            return not self.dead and self._stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _settle(stream) -> None:
+    """Flush a real stream at the end; if its reader is gone, point its descriptor at
+    /dev/null so that Python's own flush at exit cannot fail (exit status 120)."""
+    if stream is None:
+        return
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt  # unwinds like Ctrl-C: temp files are removed on the way out
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Sink(out), _Sink(err)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        _settle(out)
+        _settle(err)
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         if args.command in ("check", "fix"):
             return _lint(args)
@@ -138,26 +217,29 @@ def _lint(args: argparse.Namespace) -> int:
             raise ConfigError("'-' (stdin) cannot be combined with other paths")
         name = args.stdin_filename or "-"
         data = sys.stdin.buffer.read()
-        result = process(Job(name, mode, unsafe, settings, data=data, stdin=True))
-        results = [result]
-        if mode == "fix":
-            text = result.fixed_text
-            if text is None:
+        if mode == "fix":  # a formatter pipeline: whatever happens, the input comes back
+            try:
+                result = process(Job(name, mode, unsafe, settings, data=data, stdin=True))
+                fixed = _encoded_fix(result, data, settings)
+            except BaseException:
                 sys.stdout.buffer.write(data)
-            else:
-                from .source import decode
-
-                sys.stdout.buffer.write(decode(data).encode(text))
+                sys.stdout.flush()
+                raise
+            sys.stdout.buffer.write(data if fixed is None else fixed)
             sys.stdout.flush()
+            results = [result]
+            if not args.quiet:  # stdout carries the code: what is left goes to stderr
+                sys.stderr.write(report.concise(result.violations, unsafe))
             _summaries(results, unsafe, args, to_stdout=False)
             remaining = result.violations
             return 0 if args.exit_zero or not remaining else 1
+        results = [process(Job(name, mode, unsafe, settings, data=data, stdin=True))]
     else:
         files = discover(args.paths, settings, args.force_exclude)
         cpus = os.cpu_count() or 1
         jobs = min(args.jobs or cpus, cpus)  # more processes than CPUs only cost memory
         cache = Cache(".", settings, enabled=not args.no_cache) if mode == "check" else None
-        results = run(files, mode, settings, unsafe, jobs, cache, progress=not args.quiet)
+        results = run(files, mode, settings, unsafe, jobs, cache, progress=not args.quiet, roots=args.paths)
     violations = [v for r in results for v in r.violations]
     out = sys.stdout
     if mode == "check":
@@ -182,6 +264,25 @@ def _lint(args: argparse.Namespace) -> int:
     if violations or (changed and args.exit_non_zero_on_fix):
         return 1
     return 0
+
+
+def _encoded_fix(result, data: bytes, settings: Settings) -> Optional[bytes]:
+    """The fixed text of stdin as bytes in its own encoding, or None (the input stands;
+    a fix that cannot be encoded becomes a TDL904 finding beside the input's own)."""
+    from .engine import check_source, tool_finding
+    from .source import decode
+
+    if result.fixed_text is None:
+        return None
+    source = decode(data)
+    try:
+        return source.encode(result.fixed_text)
+    except UnicodeEncodeError as exc:
+        result.violations = check_source(source.text, result.path, settings) + [tool_finding(
+            "TDL904", f"not fixed: the fix cannot be encoded as {source.encoding} ({exc.reason})",
+            filename=result.path)]
+        result.changed, result.applied = False, Counter()
+        return None
 
 
 def _summaries(results, unsafe: bool, args: argparse.Namespace, to_stdout: bool) -> None:

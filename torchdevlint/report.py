@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence
 from . import __version__
 from .model import Applicability, Violation
 from .rules import ALL_RULES, BY_CODE, url_for
-from .source import DecodeError, LineIndex, apply_edits, decode, split_lines
+from .source import DecodeError, LineIndex, apply_edits, decode, shown, split_lines
 
 FORMATS = ("concise", "text", "full", "json", "github", "sarif")
 
@@ -22,7 +22,8 @@ def marker(v: Violation, unsafe: bool) -> str:
 
 def concise(violations: Sequence[Violation], unsafe: bool) -> str:
     return "".join(
-        f"{v.filename}:{v.row}:{v.column}: {v.code} {marker(v, unsafe)}{v.message}\n" for v in violations
+        f"{shown(v.filename)}:{v.row}:{v.column}: {v.code} {marker(v, unsafe)}{shown(v.message)}\n"
+        for v in violations
     )
 
 
@@ -30,7 +31,7 @@ def full(violations: Sequence[Violation], unsafe: bool) -> str:
     out: List[str] = []
     texts: Dict[str, Optional[str]] = {}
     for v in violations:
-        out.append(f"{v.filename}:{v.row}:{v.column}: {v.code} {marker(v, unsafe)}{v.message}\n")
+        out.append(f"{shown(v.filename)}:{v.row}:{v.column}: {v.code} {marker(v, unsafe)}{shown(v.message)}\n")
         if v.filename not in texts:
             texts[v.filename] = _read_text(v.filename)
         text = texts[v.filename]

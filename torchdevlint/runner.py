@@ -17,13 +17,14 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .engine import check_source, fix_source, may_match, tool_finding
 from .model import Applicability, Edit, Fix, Violation
+from .rules import BY_CODE
 from .settings import ConfigError, Settings
-from .source import DecodeError, decode
+from .source import DecodeError, decode, shown
 
 PY_SUFFIXES = (".py", ".pyi")
 CACHE_DIR = ".torchdevlint_cache"
@@ -37,6 +38,9 @@ class Job:
     settings: Settings
     data: Optional[bytes] = None  # pre-read bytes (stdin, or read by the parent)
     stdin: bool = False  # fixed text goes back to the caller instead of the file
+    # real paths of what the run was asked to fix: a symlink whose target lies outside
+    # them is reported, not written (None: no limit)
+    roots: Optional[Tuple[str, ...]] = None
 
 
 @dataclass
@@ -80,7 +84,27 @@ def discover(paths: Sequence[str], settings: Settings, force_exclude: bool = Fal
             if path not in seen:
                 seen.add(path)
                 found.append(path)
-    return sorted(found)
+    return _one_name_per_file(sorted(found))
+
+
+def _one_name_per_file(paths: List[str]) -> List[str]:
+    """Each file once, under the first of its names: a symlink to a file of the run, or
+    a second hard link, would otherwise be fixed twice (the second write would find
+    the file changed under it)."""
+    seen = set()
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            key = (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+        except OSError:
+            key = None  # reported when read
+        if key is not None and key in seen:
+            continue
+        if key is not None:
+            seen.add(key)
+        out.append(path)
+    return out
 
 
 # ------------------------------------------------------------------ one file
@@ -147,39 +171,101 @@ def process(job: Job) -> FileResult:
             filename=job.path))
         result.changed, result.applied = False, Counter()
         return result
-    problem = write_atomic(job.path, data, new_data)
+    problem = write_atomic(job.path, data, new_data, job.roots)
     if problem is not None:
         result.violations.append(tool_finding("TDL904", problem, filename=job.path))
         result.changed, result.applied = False, Counter()
     return result
 
 
-def write_atomic(path: str, expected: bytes, new_data: bytes) -> Optional[str]:
-    """Replace ``path`` by ``new_data`` unless it changed since it was read.
+def write_atomic(path: str, expected: bytes, new_data: bytes,
+                 roots: Optional[Sequence[str]] = None) -> Optional[str]:
+    """Replace the contents of ``path`` by ``new_data`` unless it changed since it was
+    read; None when written, else why not. Nothing is ever left half-written or behind.
 
-    A temp file in the same folder, the original's mode bits, then one rename: a reader
-    sees the old file or the new one, never a half-written one; nothing is left behind
-    on failure."""
+    - A symlink is written through: its target changes, the link stays (a target
+      outside ``roots`` is reported, not written).
+    - Usually: a temp file in the target's folder with the original's mode, owner and
+      extended attributes, then one rename (a reader sees the old file or the new one).
+    - A file with hard links, or whose owner or attributes cannot be copied, is
+      rewritten in place after re-checking its contents, so that every link and all
+      metadata are kept.
+    - The temp file is removed on every exit path (errors, Ctrl-C, SIGTERM: the CLI
+      turns it into an exception)."""
+    real = os.path.realpath(path)
+    if roots is not None and not any(_within(real, root) for root in roots):
+        return f"not written: it links to {real}, outside the paths being fixed"
     try:
-        with open(path, "rb") as fh:
+        with open(real, "rb") as fh:
             current = fh.read()
         if current != expected:
             return "not written: the file changed while it was being fixed; run again"
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".torchdevlint-", suffix=".tmp", dir=folder)
+        st = os.stat(real)
     except OSError as exc:
         return f"not written: {_os_reason(exc)}"
+    if st.st_nlink > 1:
+        return _write_in_place(real, expected, new_data)
+    tmp: Optional[str] = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=".torchdevlint-", suffix=".tmp", dir=os.path.dirname(real))
         with os.fdopen(fd, "wb") as fh:
             fh.write(new_data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
+        if not _copy_metadata(st, real, tmp):
             os.unlink(tmp)
+            tmp = None
+            return _write_in_place(real, expected, new_data)
+        os.replace(tmp, real)
+        tmp = None
+    except OSError as exc:
+        return f"not written: {_os_reason(exc)}"
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return None
+
+
+def _within(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # different drives
+        return False
+
+
+def _copy_metadata(st: os.stat_result, src: str, dst: str) -> bool:
+    """Give ``dst`` the mode, owner and extended attributes of ``src``; False when any
+    of them cannot be copied (the caller then writes in place instead)."""
+    os.chmod(dst, stat.S_IMODE(st.st_mode))
+    new = os.stat(dst)
+    if (new.st_uid, new.st_gid) != (st.st_uid, st.st_gid):
+        try:
+            os.chown(dst, st.st_uid, st.st_gid)
         except OSError:
-            pass
+            return False
+    if hasattr(os, "listxattr"):
+        try:
+            for name in os.listxattr(src):
+                os.setxattr(dst, name, os.getxattr(src, name))
+        except OSError:
+            return False
+    return True
+
+
+def _write_in_place(path: str, expected: bytes, new_data: bytes) -> Optional[str]:
+    """Rewrite the file's own inode (hard links and metadata stay). Not atomic: the
+    contents are re-checked under the open handle just before writing."""
+    try:
+        with open(path, "r+b") as fh:
+            if fh.read() != expected:
+                return "not written: the file changed while it was being fixed; run again"
+            fh.seek(0)
+            fh.write(new_data)
+            fh.truncate()
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
         return f"not written: {_os_reason(exc)}"
     return None
 
@@ -194,12 +280,20 @@ def unified_diff(old: str, new: str, path: str) -> str:
     """A patch that ``git apply`` and ``patch`` accept for any text: lines are what they
     split on (``\n`` only; a lone ``\r``, a form feed or U+2028 stays inside its line)."""
     lines = difflib.unified_diff(
-        _patch_lines(old), _patch_lines(new), fromfile=f"a/{path}", tofile=f"b/{path}",
+        _patch_lines(old), _patch_lines(new), fromfile=_patch_name("a/", path), tofile=_patch_name("b/", path),
     )
     out = []
     for line in lines:
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)
+
+
+def _patch_name(prefix: str, path: str) -> str:
+    """As git writes names: C-quoted when they hold control characters or quotes."""
+    name = prefix + path
+    if shown(name) == name and '"' not in name and "\\" not in name:
+        return name
+    return '"' + shown(name.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 def _patch_lines(text: str) -> List[str]:
@@ -224,19 +318,30 @@ class Cache:
         self.dirty = False
         if enabled:
             try:
-                self.entries = json.loads(self.file.read_text(encoding="utf-8"))
+                loaded = json.loads(self.file.read_text(encoding="utf-8"))
             except (OSError, ValueError):
-                self.entries = {}
+                loaded = {}
+            self.entries = loaded if isinstance(loaded, dict) else {}
 
     @staticmethod
     def digest(data: bytes) -> str:
-        return hashlib.blake2b(data, digest_size=16).hexdigest()
+        """A keyed hash of the contents: the key lives in the user's own cache folder,
+        so a cache shipped with (or planted in) a repository cannot vouch for a file."""
+        return hashlib.blake2b(data, digest_size=16, key=_secret()).hexdigest()
 
     def get(self, path: str, digest: str) -> Optional[List[Violation]]:
+        """The cached findings, or None: a missing, stale or malformed entry is a miss
+        (and is rewritten by this run)."""
         entry = self.entries.get(path)
-        if not self.enabled or entry is None or entry.get("digest") != digest:
+        if not self.enabled or not isinstance(entry, dict) or entry.get("digest") != digest:
             return None
-        return [_violation_from_json(v, path) for v in entry["violations"]]
+        try:
+            found = entry["violations"]
+            if not isinstance(found, list):
+                return None
+            return [_violation_from_json(v, path) for v in found]
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            return None
 
     def put(self, path: str, digest: str, violations: List[Violation]) -> None:
         if self.enabled:
@@ -258,6 +363,41 @@ class Cache:
             pass  # a read-only tree simply runs without a cache
 
 
+_SECRET: Optional[bytes] = None
+
+
+def _secret() -> bytes:
+    """This user's cache key (``$XDG_CACHE_HOME/torchdevlint/cache-key``, made on first
+    use); a random one for this process when it cannot be stored (no reuse, no harm)."""
+    global _SECRET
+    if _SECRET is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = os.path.join(base, "torchdevlint", "cache-key")
+        try:
+            with open(path, "rb") as fh:
+                key = fh.read()
+            if len(key) != 32:
+                raise ValueError("bad key")
+        except (OSError, ValueError):
+            key = os.urandom(32)
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(key)
+            except FileExistsError:  # another process made it first: use theirs
+                try:
+                    with open(path, "rb") as fh:
+                        stored = fh.read()
+                    key = stored if len(stored) == 32 else key
+                except OSError:
+                    pass
+            except OSError:
+                pass
+        _SECRET = key
+    return _SECRET
+
+
 def _code_stamp() -> str:
     """Size and mtime of the linter's own files: an edited install invalidates the cache."""
     package = Path(__file__).parent
@@ -269,6 +409,14 @@ def _code_stamp() -> str:
 
 
 def _violation_from_json(d: dict, path: str) -> Violation:
+    """A cached finding; raises (KeyError, TypeError, ValueError) on any other shape."""
+    if d["code"] not in BY_CODE or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (
+                d["location"]["row"], d["location"]["column"],
+                d["end_location"]["row"], d["end_location"]["column"])):
+        raise ValueError("not a finding")
+    if not isinstance(d["message"], str) or not isinstance(d["name"], str):
+        raise ValueError("not a finding")
     fix = None
     if d["fix"] is not None:
         f = d["fix"]
@@ -313,14 +461,16 @@ class Progress:
 
 # ------------------------------------------------------------------ many files
 def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, jobs: int = 1,
-        cache: Optional[Cache] = None, progress: bool = False) -> List[FileResult]:
+        cache: Optional[Cache] = None, progress: bool = False,
+        roots: Optional[Sequence[str]] = None) -> List[FileResult]:
     """Process files; results come back in the order of ``paths`` whatever ``jobs`` is."""
     results: Dict[str, FileResult] = {}
     pending: List[Job] = []
     digests: Dict[str, str] = {}
     bar = Progress(len(paths), "torchdevlint " + mode, progress)
     for path in paths:
-        job = Job(path, mode, unsafe, settings)
+        job = Job(path, mode, unsafe, settings,
+                  roots=tuple(os.path.realpath(r) for r in roots) if roots is not None else None)
         if mode == "check" and cache is not None and cache.enabled:
             try:
                 data = read_source(path)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import keyword
 
 import fnmatch
+import re
 import os
 import sys
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
@@ -42,28 +44,38 @@ class Settings:
     root: str = "."  # the folder the config came from: patterns are relative to it
 
     def enabled(self, code: str, filename: Optional[str] = None) -> bool:
-        ignore = list(self.ignore)
-        if filename is not None:
-            ignore += [c for pattern, codes in self.per_file_ignores
-                       if _matches(filename, pattern, self.root) for c in codes]
-        chosen = _longest(code, list(self.select) + list(self.extend_select))
-        dropped = _longest(code, ignore)
-        return chosen > dropped
+        return code in self.enabled_codes(filename)
 
     def enabled_codes(self, filename: Optional[str] = None) -> FrozenSet[str]:
-        return frozenset(r.code for r in ALL_RULES if self.enabled(r.code, filename))
+        """The codes that run on ``filename``: computed once per (settings, file), with
+        every per-file-ignores pattern matched once (patterns sharing codes as one regex)."""
+        return _enabled_codes(self, filename)
 
     def excluded(self, path: str) -> bool:
         parts = Path(path).parts
         if any(p in DEFAULT_EXCLUDE for p in parts[:-1]):
             return True
-        return any(_matches(path, pattern, self.root) for pattern in self.exclude)
+        return bool(self.exclude) and _matches_any(path, self.exclude, self.root)
 
     def with_overrides(self, **changes) -> "Settings":
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def fingerprint(self) -> str:
         return repr(self)
+
+
+@lru_cache(maxsize=4096)
+def _enabled_codes(settings: Settings, filename: Optional[str]) -> FrozenSet[str]:
+    ignore = list(settings.ignore)
+    if filename is not None:
+        by_codes: Dict[Tuple[str, ...], List[str]] = {}
+        for pattern, codes in settings.per_file_ignores:
+            by_codes.setdefault(codes, []).append(pattern)
+        for codes, patterns in by_codes.items():
+            if _matches_any(filename, tuple(patterns), settings.root):
+                ignore += codes
+    select = list(settings.select) + list(settings.extend_select)
+    return frozenset(r.code for r in ALL_RULES if _longest(r.code, select) > _longest(r.code, ignore))
 
 
 def _longest(code: str, prefixes: Iterable[str]) -> int:
@@ -74,23 +86,26 @@ def _longest(code: str, prefixes: Iterable[str]) -> int:
     return best
 
 
-def _matches(path: str, pattern: str, root: str) -> bool:
-    """A gitignore-like match: the pattern against the path relative to ``root``,
-    or against any trailing part of it (``tests/*`` matches ``pkg/tests/x.py``)."""
+def _matches_any(path: str, patterns: Tuple[str, ...], root: str) -> bool:
+    """A gitignore-like match: a pattern against the path relative to ``root``, against
+    any trailing part of it (``tests/*`` matches ``pkg/tests/x.py``), or against one of
+    its parts. All patterns are one compiled regex: the cost does not grow with rules."""
     try:
         rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
     except ValueError:  # pragma: no cover - other drive on Windows
         rel = path
-    rel = rel.replace(os.sep, "/")
-    parts = rel.split("/")
-    pattern = pattern.rstrip("/")
-    for i in range(len(parts)):
-        tail = "/".join(parts[i:])
-        if fnmatch.fnmatch(tail, pattern) or fnmatch.fnmatch(tail, pattern + "/*"):
-            return True
-        if any(fnmatch.fnmatch(part, pattern) for part in parts[i:]):
-            return True
-    return False
+    parts = rel.replace(os.sep, "/").split("/")
+    match = _compiled(patterns)
+    return any(match("/".join(parts[i:])) or match(parts[i]) for i in range(len(parts)))
+
+
+@lru_cache(maxsize=256)
+def _compiled(patterns: Tuple[str, ...]):
+    alternatives = []
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        alternatives += [fnmatch.translate(pattern), fnmatch.translate(pattern + "/*")]
+    return re.compile("|".join(f"(?:{a})" for a in alternatives)).match
 
 
 def validate_codes(codes: Iterable[str], where: str) -> Tuple[str, ...]:

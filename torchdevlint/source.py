@@ -38,6 +38,24 @@ def count_breaks(text: str, start: int = 0, end: Optional[int] = None) -> int:
     return len(_NEWLINE.findall(text, start, len(text) if end is None else end))
 
 
+def shown(name: str) -> str:
+    """A file name (or message) safe to print on one line of any terminal or CI log:
+    control characters (a newline that would start a forged ``::warning``), line and
+    paragraph separators, and undecodable bytes (surrogate escapes) become backslash
+    escapes."""
+    if name.isprintable():
+        return name
+    out = []
+    for ch in name:
+        if ch.isprintable() or ch == " ":
+            out.append(ch)
+        elif 0xDC80 <= ord(ch) <= 0xDCFF:  # a byte that was not valid in the file system's encoding
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
 class DecodeError(Exception):
     """The bytes cannot be turned into text; ``line`` is 1-based."""
 

@@ -43,6 +43,9 @@ class _Collector(cst.CSTVisitor):
         self.top_level: Set[cst.CSTNode] = set()
         self.top_of: Dict[cst.CSTNode, cst.CSTNode] = {}
         self.current_top: Optional[cst.CSTNode] = None
+        # every import of torch or a torch submodule: (statement line, is it a
+        # top-level statement of the module, the names it binds to torch itself)
+        self.torch_imports: List[tuple] = []
         self.counter = 0
         self.open_calls: List[CallSite] = []
 
@@ -209,7 +212,17 @@ class _Collector(cst.CSTVisitor):
     def visit_Param(self, node: cst.Param) -> None:
         self.skip_names.add(node.name)
 
+    def _torch_import(self, node: cst.CSTNode, binds_torch: List[str]) -> None:
+        line = self.lines[-1] if self.lines else node
+        self.torch_imports.append((line, line in self.top_level, binds_torch))
+
     def visit_Import(self, node: cst.Import) -> None:
+        dotted_names = [_dotted(a.name) for a in node.names]
+        if any(d.split(".")[0] == "torch" for d in dotted_names):
+            self._torch_import(node, [
+                ident(a.asname.name.value) if a.asname is not None and isinstance(a.asname.name, cst.Name)
+                else "torch" for a, d in zip(node.names, dotted_names)
+                if d == "torch" or (d.startswith("torch.") and a.asname is None)])
         for alias in node.names:
             dotted = _dotted(alias.name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
@@ -225,6 +238,8 @@ class _Collector(cst.CSTVisitor):
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
             return
         base = _dotted(node.module)
+        if base.split(".")[0] == "torch":
+            self._torch_import(node, [])
         for alias in node.names:
             name = _dotted(alias.name)
             local = ident(alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name)

@@ -48,6 +48,7 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         self.site_of: Dict[cst.Call, CallSite] = {c.node: c for c in self.calls}
         self._typing: Set[Tuple[str, int]] = set()
         self._top_of: Dict[cst.CSTNode, cst.CSTNode] = collector.top_of
+        self.torch_imports = collector.torch_imports
         self._ranges: Dict[cst.CSTNode, Dict] = {}
         self.memo: Dict[str, Dict] = {}  # per-module caches for fix helpers
         for site in self.calls:  # document order: a with-item call precedes its block

@@ -147,11 +147,41 @@ class ResolutionMixin:
         raise RuntimeError("no free name")  # pragma: no cover
 
     @cached_property
+    def torch_import(self) -> Tuple[Optional[str], Optional[cst.CSTNode]]:
+        """The module-level name bound to ``torch`` by an unconditional top-level import
+        (not under ``if``/``try``, never rebound), and that import's statement."""
+        for line, top_level, names in self.torch_imports:
+            for name in names:
+                if top_level and not {b.kind for b in self.module_scope.bindings.get(name, ())} - {"import"}:
+                    return name, line
+        return None, None
+
+    @property
     def torch_alias(self) -> Optional[str]:
-        """A module-level name bound to ``torch`` itself, if any."""
-        for name, q in self.module_scope.imports.items():
-            if q == "torch" and not {b.kind for b in self.module_scope.bindings.get(name, ())} - {"import"}:
-                return name
+        return self.torch_import[0]
+
+    @cached_property
+    def guarded_torch_import(self) -> Optional[cst.CSTNode]:
+        """An import of torch that only runs conditionally or lazily (under ``if
+        TYPE_CHECKING``, in ``try``, inside a function), when the module has no
+        unconditional one: importing torch at module level would change the module."""
+        if self.torch_alias is not None:
+            return None
+        return next((line for line, top_level, _ in self.torch_imports if not top_level), None)
+
+    def torch_name_at(self, scope: Scope, order: int) -> Optional[str]:
+        """A name bound to ``torch`` at this point: a function's own earlier ``import
+        torch``, or the module's unconditional one."""
+        current: Optional[Scope] = scope
+        while current is not None:
+            if current.kind == "module":
+                return self.torch_alias
+            for name, q in current.imports.items():
+                kinds = {b.kind for b in current.bindings.get(name, ())}
+                if q == "torch" and kinds == {"import"} and min(
+                        b.order for b in current.bindings[name]) < order:
+                    return name
+            current = current.parent
         return None
 
     def inside(self, scope: Scope, node: cst.CSTNode) -> bool:

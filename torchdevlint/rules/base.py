@@ -17,6 +17,11 @@ from ..analysis import Analysis, CallSite
 from ..model import Applicability, Edit, Fix, Position, Violation
 
 
+class Uninsertable(Exception):
+    """No place in the module where inserted lines would run as the fix needs (the
+    reason is the message): the fix becomes display-only."""
+
+
 @dataclass(frozen=True)
 class Example:
     """An INVALID example: code, and (optionally) the text ``fix --unsafe-fixes`` gives."""
@@ -162,7 +167,10 @@ class Context:
         hazard = self.module_query_hazard()
         if hazard:  # a write this process makes must come before any CUDA query
             return None, [], hazard
-        edits = self.insert_module_lines([line], anchor, need_torch=a.torch_alias is None)
+        try:
+            edits = self.insert_module_lines([line], anchor, need_torch=a.torch_alias is None)
+        except Uninsertable as exc:
+            return None, [], str(exc)
         return name, edits, "a device defined where the script starts (falls back to the CPU)"
 
     def move_to(self, site: CallSite, device_code: str, fix_message: str, message: str) -> Violation:
@@ -198,24 +206,57 @@ class Context:
         return (f"this module sets `CUDA_VISIBLE_DEVICES` (line {line}): a module-level CUDA query "
                 "would initialise CUDA first and make that assignment ineffective")
 
+    def torch_for(self, site: CallSite) -> Tuple[str, List[Edit]]:
+        """The name that reaches ``torch`` at ``site``, and the edits that import it when
+        nothing does (raises ``Uninsertable`` where an import cannot be added)."""
+        a = self.analysis
+        name = a.torch_name_at(site.scope, site.order)
+        if name is not None:
+            return name, []
+        return "torch", self.insert_module_lines([], site.order, need_torch=True)
+
     def insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool) -> List[Edit]:
-        """Insert lines after the imports that precede the first use (at order ``anchor``).
-        Every fix of a module asks for the same insertion: it is computed once."""
+        """Insert lines at module level where they run before the first use (at order
+        ``anchor``) and after the unconditional import that binds torch: after the
+        imports that precede the first use, or just after ``import torch`` when that
+        comes later. Raises ``Uninsertable`` when no such place exists. Every fix of a
+        module asks for the same insertion: it is computed once."""
         key = (tuple(lines), anchor, need_torch)
         cache = self.analysis.memo.setdefault("insert_module_lines", {})
         if key not in cache:
-            cache[key] = self._insert_module_lines(lines, anchor, need_torch)
-        return list(cache[key])
+            try:
+                cache[key] = self._insert_module_lines(lines, anchor, need_torch)
+            except Uninsertable as exc:
+                cache[key] = exc
+        found = cache[key]
+        if isinstance(found, Uninsertable):
+            raise found
+        return list(found)
 
     def _insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool) -> List[Edit]:
-        module = self.analysis.module
+        a = self.analysis
+        module = a.module
         newline = module.default_newline
         body = list(module.body)
-        anchor_index = _top_level_index(self.analysis, anchor)
+        anchor_index = _top_level_index(a, anchor)
         insert_after: Optional[cst.CSTNode] = None
         for i, stmt in enumerate(body[:anchor_index]):
             if _is_import_line(stmt) or (i == 0 and _is_docstring(stmt)):
                 insert_after = stmt
+        guarded = a.guarded_torch_import
+        if need_torch and guarded is not None:
+            raise Uninsertable(
+                f"`torch` is imported only conditionally or inside a function (line "
+                f"{self.start(guarded)[0]}): a module-level `import torch` would change what "
+                "importing this module does")
+        _, torch_stmt = a.torch_import
+        if not need_torch and torch_stmt is not None:
+            torch_index = body.index(torch_stmt)
+            if torch_index == anchor_index:
+                raise Uninsertable("the first use shares its line with `import torch`: "
+                                   "split the line first")
+            if insert_after is None or body.index(insert_after) < torch_index:
+                insert_after = torch_stmt  # never above the import that binds torch
         if need_torch:
             lines = ["import torch"] + lines
         text = "".join(line + newline for line in lines)

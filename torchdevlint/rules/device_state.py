@@ -15,7 +15,7 @@ import libcst as cst
 from ..analysis import CallSite, FunctionInfo, ImplicitUse
 from ..model import Edit
 from ..source import LineIndex
-from .base import Context
+from .base import Context, Uninsertable
 
 
 @dataclass
@@ -69,15 +69,16 @@ def plan_explicit_device(ctx: Context, site: CallSite, owner: cst.CSTNode,
     if not uses:
         return "nothing in reach depends on it here (code in other modules may)"
     name = a.free_name(a.device_name)
-    torch = a.torch_alias or "torch"
+    try:
+        torch, edits = ctx.torch_for(site)
+    except Uninsertable as exc:
+        return str(exc)
     index = a.code(k)
     if isinstance(k, cst.SimpleString) or (isinstance(k, cst.Call) and a.qualname(k.func, site.scope) == "torch.device"):
         device = f"{torch}.device({index})"
     else:
         device = f'{torch}.device("cuda", {index})'
-    edits = [ctx.replace(site.node, f'{name} = {device} if {torch}.cuda.is_available() else {torch}.device("cpu")')]
-    if a.torch_alias is None:
-        edits += ctx.insert_module_lines([], site.order, need_torch=True)
+    edits.append(ctx.replace(site.node, f'{name} = {device} if {torch}.cuda.is_available() else {torch}.device("cpu")'))
     edits += [ctx.cuda_to_device(u.node, name) for u in uses]
     return Plan(edits, name, len(uses))
 
@@ -99,9 +100,10 @@ def plan_device_block(ctx: Context, site: CallSite, fn: FunctionInfo) -> Union[E
     rest = body[i + 1:]
     if not rest:
         return "nothing follows the call in this function"
-    if a.torch_alias is None:
+    torch = a.torch_name_at(site.scope, site.order)
+    if torch is None:
         return "`torch` is not imported by name in this module"
-    context = cst.parse_expression(f"{a.torch_alias}.cuda.device({a.code(k)})")
+    context = cst.parse_expression(f"{torch}.cuda.device({a.code(k)})")
     block = cst.With(
         items=[cst.WithItem(context)],
         body=cst.IndentedBlock(body=rest),

@@ -3,13 +3,13 @@ device before anything bound the rank's device."""
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional
+from typing import Iterable, Optional
 
 import libcst as cst
 
 from ..analysis import CallSite
-from ..model import Applicability, Edit, Fix, Violation
-from .base import Context, Example, Rule
+from ..model import Applicability, Fix, Violation
+from .base import Context, Example, Rule, Uninsertable
 
 
 class RankCodeOnFixedDevice(Rule):
@@ -114,15 +114,14 @@ class RankCodeOnFixedDevice(Rule):
         )
 
     def _fix(self, ctx: Context, site: CallSite, node: cst.CSTNode, rank: Optional[str], bare: bool) -> Fix:
-        a = ctx.analysis
         advice = "bind the rank's device first (`torch.cuda.set_device(local_rank)`) or name it"
         if rank is None:
             return Fix(Applicability.DISPLAY, f"Not rewritten: no local rank in scope; {advice}")
-        torch = a.torch_alias or "torch"
+        try:
+            torch, edits = ctx.torch_for(site)
+        except Uninsertable as exc:
+            return Fix(Applicability.DISPLAY, f"Not rewritten: {exc}; {advice}")
         device = f'{torch}.device("cuda", {rank})'
-        edits: List[Edit] = []
-        if a.torch_alias is None:
-            edits += ctx.insert_module_lines([], site.order, need_torch=True)
         if isinstance(node, cst.Call) and site.method == "cuda":
             edits.append(ctx.cuda_to_device(node, device))
         else:

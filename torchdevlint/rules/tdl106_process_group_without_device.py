@@ -10,7 +10,7 @@ import libcst as cst
 from ..analysis import CallSite
 from ..model import Applicability, Edit, Fix, Violation
 from .. import names as N
-from .base import Context, Example, Rule
+from .base import Context, Example, Rule, Uninsertable
 
 
 class ProcessGroupWithoutDevice(Rule):
@@ -190,21 +190,21 @@ class ProcessGroupWithoutDevice(Rule):
                   "`device_id=torch.device(\"cuda\", local_rank)`")
         if rank is None:
             return Fix(Applicability.DISPLAY, f"Not rewritten: no local rank in scope; {advice}")
-        edits = self._add_keyword(ctx, site.node, rank)
+        try:
+            edits = self._add_keyword(ctx, site, rank)
+        except Uninsertable as exc:
+            return Fix(Applicability.DISPLAY, f"Not rewritten: {exc}; {advice}")
         if edits is None:
             return Fix(Applicability.DISPLAY, f"Not rewritten: the call's layout is unusual; {advice}")
         return Fix(Applicability.UNSAFE,
                    f"Pass `device_id=torch.device(\"cuda\", {rank})` (binds the GPU eagerly; torch >= 2.3)",
                    tuple(edits))
 
-    def _add_keyword(self, ctx: Context, call: cst.Call, rank: str) -> Optional[List[Edit]]:
+    def _add_keyword(self, ctx: Context, site: CallSite, rank: str) -> Optional[List[Edit]]:
         a = ctx.analysis
-        torch = a.torch_alias or "torch"
+        call = site.node
+        torch, edits = ctx.torch_for(site)
         text = f'device_id={torch}.device("cuda", {rank})'
-        edits: List[Edit] = []
-        if a.torch_alias is None:
-            site = a.site_of[call]
-            edits += ctx.insert_module_lines([], site.order, need_torch=True)
         if call.args:
             last = call.args[-1]
             at = ctx.end(last.value)

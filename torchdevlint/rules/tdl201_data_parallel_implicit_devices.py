@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..analysis import DataParallelWrap
 from ..model import Applicability, Edit, Fix, Violation
-from .base import Context, Example, Rule
+from .base import Context, Example, Rule, Uninsertable
 
 _SIMPLE = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 
@@ -139,7 +139,10 @@ class DataParallelImplicitDevices(Rule):
         new_call = a.code(call.with_changes(args=new_args, lpar=[], rpar=[]))
         lines = [f"{ids} = list(range({torch}.cuda.device_count()))",
                  f'{primary} = {torch}.device("cuda", {ids}[0]) if {ids} else {torch}.device("cpu")']
-        edits: List[Edit] = ctx.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None)
+        try:
+            edits: List[Edit] = ctx.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None)
+        except Uninsertable as exc:
+            return Fix(Applicability.DISPLAY, f"Not rewritten: {exc}")
         if wrap.shape == "chained":
             edits.append(ctx.replace(wrap.move.node, new_call))
         else:

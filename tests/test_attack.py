@@ -196,6 +196,42 @@ UNCHANGED_BY_SAFE_FIX = {
             return [torch.zeros(1).cuda() for torch in [v]]
         """),
     "device-is-cpu-only": 'import torch\ndevice = "cpu"\nx = torch.zeros(1).cuda()\n',
+    # bound only on some paths: UnboundLocalError / NameError / AttributeError after a fix
+    "bound-under-if-without-else": "import torch\n" + textwrap.dedent("""\
+        def f(flag):
+            if flag:
+                device = torch.device("cuda")
+            return torch.zeros(1).cuda()
+        """),
+    "bound-in-a-loop": "import torch\n" + textwrap.dedent("""\
+        def f(items):
+            for _ in items:
+                device = torch.device("cuda")
+            return torch.zeros(1).cuda()
+        """),
+    "bound-in-try": "import torch\n" + textwrap.dedent("""\
+        def f():
+            try:
+                device = torch.device("cuda")
+            except ValueError:
+                pass
+            return torch.zeros(1).cuda()
+        """),
+    "module-level-conditional": "import sys\nimport torch\n" + textwrap.dedent("""\
+        if len(sys.argv) > 1:
+            device = torch.device("cuda")
+        def f():
+            return torch.zeros(1).cuda()
+        x = torch.zeros(1).cuda()
+        """),
+    "self-device-conditional": "import torch\n" + textwrap.dedent("""\
+        class M(torch.nn.Module):
+            def __init__(self, flag):
+                super().__init__()
+                if flag:
+                    self.device = torch.device("cuda")
+                self.w = torch.zeros(1).cuda()
+        """),
 }
 
 
@@ -221,6 +257,11 @@ CHANGED_BY_SAFE_FIX = {
     "full-width-identifier": (
         'import torch\n\uff44evice = torch.device("cuda")\nx = torch.zeros(1).cuda()\n',
         "x = torch.zeros(1).to(device)\n"),
+    # bound in both branches of an if/else: on every path
+    "bound-in-if-and-else": (
+        "import torch\ndef g(flag):\n    if flag:\n        " + DEVICE_CUDA + "    else:\n        "
+        + DEVICE_CUDA + "    return torch.zeros(1).cuda()\n",
+        "    return torch.zeros(1).to(device)\n"),
     # cuda's second positional is non_blocking; to's is dtype
     "positional-non-blocking": (
         "import torch\n" + DEVICE_CUDA + "x = torch.zeros(1).cuda(None, True)\n",
@@ -306,6 +347,8 @@ def _random_program(rng: random.Random) -> str:
         "[(device := 'cpu') for _ in range(1)]\n",
         "with contextlib.nullcontext('cpu') as device:\n        pass\n",
         "t0 = torch.ones(1).cuda()\n    device = torch.device('cuda')\n",
+        "if __name__ == 'never':\n        device = torch.device('cuda')\n",
+        "if len('ab') > 1:\n        device = torch.device('cuda')\n    else:\n        device = torch.device('cuda')\n",
     ]
     parts = ["import contextlib\nimport torch\n"]
     if rng.random() < 0.5:

@@ -11,7 +11,7 @@ after NFKC normalisation, as Python does (``ｄevice`` is ``device``).
 from __future__ import annotations
 
 import unicodedata
-from typing import Dict, List, Optional, Set, Union
+from typing import Dict, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
@@ -48,6 +48,9 @@ class _Collector(cst.CSTVisitor):
         self.torch_imports: List[tuple] = []
         self.counter = 0
         self.open_calls: List[CallSite] = []
+        # the branches the visitor is in, per scope (a function body starts afresh)
+        self.conds: List[List[Tuple[int, str]]] = [[]]
+        self.complete_ifs: Set[int] = set()  # ids of the `if`s that have an `else`
 
     # every node gets a document-order index; only top-level statements keep theirs
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -66,10 +69,93 @@ class _Collector(cst.CSTVisitor):
     def _push(self, scope: Scope) -> None:
         self.scopes.append(scope)
         self.withs.append([])
+        self.conds.append([] if scope.kind != "comprehension" else list(self.conds[-1]))
 
     def _pop(self) -> None:
         self.scopes.pop()
         self.withs.pop()
+        self.conds.pop()
+
+    # branches: what runs only on some paths
+    def _enter(self, node: cst.CSTNode, part: str) -> None:
+        self.conds[-1].append((id(node), part))
+
+    def _leave(self) -> None:
+        self.conds[-1].pop()
+
+    def visit_If_body(self, node: cst.If) -> None:
+        self._enter(node, "body")
+
+    def leave_If_body(self, node: cst.If) -> None:
+        self._leave()
+
+    def visit_If_orelse(self, node: cst.If) -> None:
+        if node.orelse is not None:
+            self.complete_ifs.add(id(node))
+        self._enter(node, "orelse")
+
+    def leave_If_orelse(self, node: cst.If) -> None:
+        self._leave()
+
+    def visit_For_body(self, node: cst.For) -> None:
+        self._enter(node, "loop")
+
+    def leave_For_body(self, node: cst.For) -> None:
+        self._leave()
+
+    def visit_For_orelse(self, node: cst.For) -> None:
+        self._enter(node, "loop-else")
+
+    def leave_For_orelse(self, node: cst.For) -> None:
+        self._leave()
+
+    def visit_While_body(self, node: cst.While) -> None:
+        self._enter(node, "loop")
+
+    def leave_While_body(self, node: cst.While) -> None:
+        self._leave()
+
+    def visit_While_orelse(self, node: cst.While) -> None:
+        self._enter(node, "loop-else")
+
+    def leave_While_orelse(self, node: cst.While) -> None:
+        self._leave()
+
+    def visit_Try_body(self, node: cst.Try) -> None:
+        self._enter(node, "try")
+
+    def leave_Try_body(self, node: cst.Try) -> None:
+        self._leave()
+
+    def visit_Try_orelse(self, node: cst.Try) -> None:
+        self._enter(node, "try-else")
+
+    def leave_Try_orelse(self, node: cst.Try) -> None:
+        self._leave()
+
+    def visit_TryStar_body(self, node: cst.TryStar) -> None:
+        self._enter(node, "try")
+
+    def leave_TryStar_body(self, node: cst.TryStar) -> None:
+        self._leave()
+
+    def visit_TryStar_orelse(self, node: cst.TryStar) -> None:
+        self._enter(node, "try-else")
+
+    def leave_TryStar_orelse(self, node: cst.TryStar) -> None:
+        self._leave()
+
+    def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self._leave()
+
+    def leave_ExceptStarHandler(self, node: cst.ExceptStarHandler) -> None:
+        self._leave()
+
+    def visit_MatchCase(self, node: cst.MatchCase) -> None:
+        self._enter(node, "case")
+
+    def leave_MatchCase(self, node: cst.MatchCase) -> None:
+        self._leave()
 
     def _bind(self, name: str, kind: str, value, scope: Optional[Scope] = None) -> None:
         name = ident(name)
@@ -81,9 +167,10 @@ class _Collector(cst.CSTVisitor):
         if declared is not None and declared is not scope:
             # `global x` / `nonlocal x`: the binding lands in that scope, at an unknown
             # time (whenever this function runs): not a value to rely on
-            declared.bind(Binding(name, "other", None, self.counter))
+            declared.bind(Binding(name, "other", None, self.counter, (("elsewhere", "call"),)))
             return
-        scope.bind(Binding(name, kind, value, self.counter))
+        cond = tuple(self.conds[-1]) if scope is self.scope else ()
+        scope.bind(Binding(name, kind, value, self.counter, cond))
 
     def visit_Module(self, node: cst.Module) -> None:
         self.top_level = set(node.body)
@@ -198,10 +285,12 @@ class _Collector(cst.CSTVisitor):
             self._bind(node.rest.value, "other", None)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self._enter(node, "handler")
         if node.name is not None and isinstance(node.name.name, cst.Name):
             self._bind(node.name.name.value, "other", None)
 
     def visit_ExceptStarHandler(self, node: cst.ExceptStarHandler) -> None:
+        self._enter(node, "handler")
         if node.name is not None and isinstance(node.name.name, cst.Name):
             self._bind(node.name.name.value, "other", None)
 
@@ -301,6 +390,7 @@ class _Collector(cst.CSTVisitor):
                 klass.self_attrs.setdefault(target.attr.value, []).append(value)
                 method = next((sc.name for sc in reversed(self.scopes) if sc.kind == "function"), "")
                 klass.self_attr_sets.setdefault(target.attr.value, []).append((value, method, self.counter))
+                klass.self_attr_conds[(target.attr.value, self.counter)] = tuple(self.conds[-1])
 
     def _method_class(self) -> Optional[ClassInfo]:
         for scope in reversed(self.scopes):
@@ -350,6 +440,7 @@ class _Collector(cst.CSTVisitor):
             order=self.counter,
             line=self.lines[-1] if self.lines else None,
             expr_stmt=self.exprs.get(node),
+            cond=tuple(self.conds[-1]),
         )
         self.calls.append(site)
         self.open_calls.append(site)

@@ -49,6 +49,7 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         self._typing: Set[Tuple[str, int]] = set()
         self._top_of: Dict[cst.CSTNode, cst.CSTNode] = collector.top_of
         self.torch_imports = collector.torch_imports
+        self.complete_ifs = collector.complete_ifs
         self._ranges: Dict[cst.CSTNode, Dict] = {}
         self.memo: Dict[str, Dict] = {}  # per-module caches for fix helpers
         for site in self.calls:  # document order: a with-item call precedes its block

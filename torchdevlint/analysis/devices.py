@@ -25,7 +25,7 @@ import libcst as cst
 
 from .. import names as N
 from .core import Analysis
-from .facts import CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, is_bare_cuda
+from .facts import CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, definitely_bound, is_bare_cuda
 from .process import _called_name as _last_name
 from .process import _is_main_guard
 
@@ -322,16 +322,16 @@ class DeviceFacts:
             return None
         if all(_cpu_only(a.code(b.value)) for b in bindings):
             return None  # device = "cpu": `.cuda()` asked for a GPU; this is not that
-        if owner.is_function:
-            if owner is _function_scope(site.scope) and not any(b.order < site.order for b in bindings):
-                return None  # assigned only after this call in the same function
-        else:  # a module-level name
-            module_site = a.enclosing_function(site.scope) is None
-            usable = [b for b in bindings if not self._under_main_guard(b.order)]
-            if module_site:
-                usable = [b for b in bindings if b.order < site.order]
-            if not usable:
-                return None  # bound only later, or only when run as a script
+        # bound on every path that reaches the site (an `if` without `else`, a loop or
+        # a `try` may skip the assignment: NameError/UnboundLocalError after the fix)
+        if owner is _function_scope(site.scope) or (not owner.is_function
+                                                    and a.enclosing_function(site.scope) is None):
+            earlier = [b.cond for b in bindings if b.order < site.order]
+            if not definitely_bound(earlier, site.cond, a.complete_ifs):
+                return None  # assigned only later, or only on some paths
+        elif not definitely_bound([b.cond for b in bindings], (), a.complete_ifs):
+            return None  # the enclosing function or module binds it only on some paths
+            # (the script's main guard included: importers never run it)
         exact = all(self.is_exact_current(b.value, owner) for b in bindings)
         return DeviceChoice(name, exact, f"`{name}`")
 
@@ -347,11 +347,13 @@ class DeviceFacts:
             return None
         fn = a.enclosing_function(site.scope)
         in_init = [o for _, method, o in sets if method == "__init__"]
+        conds = klass.self_attr_conds
         if fn is not None and fn.name == "__init__":
-            if not any(o < site.order for o in in_init):
-                return None  # assigned after this call (or elsewhere): AttributeError
-        elif not in_init:
-            return None  # assigned only in another method: may not have run yet
+            earlier = [conds.get((name, o), ()) for o in in_init if o < site.order]
+            if not definitely_bound(earlier, site.cond, a.complete_ifs):
+                return None  # assigned after this call, or only on some paths: AttributeError
+        elif not definitely_bound([conds.get((name, o), ()) for o in in_init], (), a.complete_ifs):
+            return None  # assigned only in another method, or only on some paths of __init__
         exact = all(self.is_exact_current(v, scope_of(m)) for v, m, _ in sets)
         return DeviceChoice(f"self.{name}", exact, f"`self.{name}`")
 
@@ -372,10 +374,6 @@ class DeviceFacts:
                 continue
             return DeviceChoice(f"{base}.device", False, f"`{base}.device`")
         return None
-
-    def _under_main_guard(self, order: int) -> bool:
-        lo, hi = self._guard_span
-        return lo <= order < hi
 
     @cached_property
     def _guard_span(self) -> Tuple[int, int]:

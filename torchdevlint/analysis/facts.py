@@ -20,6 +20,9 @@ class Binding:
     kind: str  # assign | param | for | with | walrus | def | class | import | other
     value: Optional[cst.BaseExpression]
     order: int
+    # the branches it runs under: (id of an if/loop/try/match, which part), outermost
+    # first; () when it runs whenever its scope's body runs (see ``definitely_bound``)
+    cond: Tuple[Tuple[int, str], ...] = ()
 
 
 @dataclass(eq=False)
@@ -54,6 +57,7 @@ class ClassInfo:
     self_attrs: Dict[str, List[cst.BaseExpression]] = field(default_factory=dict)
     # self.<attr> = value: (value, the method that assigns it, document order)
     self_attr_sets: Dict[str, List[Tuple[cst.BaseExpression, str, int]]] = field(default_factory=dict)
+    self_attr_conds: Dict[Tuple[str, int], Tuple[Tuple[int, str], ...]] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -75,6 +79,7 @@ class CallSite:
     line: Optional[cst.SimpleStatementLine]  # the statement line that holds the call
     expr_stmt: Optional[cst.Expr]  # set when the call is a whole expression statement
     end_order: int = 0
+    cond: Tuple[Tuple[int, str], ...] = ()  # the branches it runs under, as Binding.cond
 
     @property
     def method(self) -> Optional[str]:
@@ -198,6 +203,22 @@ def _names_in(expr: cst.CSTNode) -> List[str]:
 
     expr.visit(V())
     return found
+
+
+def definitely_bound(conds: List[Tuple[Tuple[int, str], ...]], site: Tuple[Tuple[int, str], ...],
+                     complete_ifs: "set[int]") -> bool:
+    """Whether bindings made under ``conds`` (all earlier than the site, in its scope)
+    bind the name on every path to a site under ``site``: one of them runs on the
+    site's own path, or an earlier ``if``/``else`` (with an else) binds it in every
+    branch. Loops, ``try`` and ``match`` branches may not run: they never count."""
+    def covered(prefix: Tuple[Tuple[int, str], ...]) -> bool:
+        if prefix in conds:
+            return True
+        n = len(prefix)
+        ifs = {c[n][0] for c in conds if len(c) > n and c[:n] == prefix and c[n][0] in complete_ifs}
+        return any(covered(prefix + ((x, "body"),)) and covered(prefix + ((x, "orelse"),)) for x in ifs)
+
+    return any(covered(site[:k]) for k in range(len(site) + 1))
 
 
 def _function_scope(scope: Scope) -> Optional[Scope]:

@@ -31,46 +31,119 @@ def _codes(value: str) -> List[str]:
     return [c for c in value.split(",") if c.strip()]
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="*", default=["."], help="files or folders; '-' reads stdin")
-    p.add_argument("--select", type=_codes, help="codes or prefixes to check (replaces config)")
-    p.add_argument("--extend-select", type=_codes, help="codes or prefixes to add")
-    p.add_argument("--ignore", type=_codes, help="codes or prefixes to skip")
-    p.add_argument("--config", help="a pyproject.toml to read [tool.torchdevlint] from")
+_EXAMPLES = {
+    "check": """\
+examples:
+  torchdevlint check .                         every rule, every *.py/*.pyi/*.ipynb below .
+  torchdevlint check --ignore TDL001 src/      the bugs only (CI profile)
+  torchdevlint check --select TDL1 --select TDL2 train.py
+  torchdevlint check --output-format grouped .
+  torchdevlint check --add-noqa .              adopt in CI: mark today's findings
+  git diff --name-only | xargs torchdevlint check --force-exclude
+
+markers: [*] `fix` applies this finding's fix (with --unsafe-fixes: unsafe ones too).
+statistics: [*] every finding of the code is fixable, [-] some are, blank: none.""",
+    "fix": """\
+examples:
+  torchdevlint fix --diff .                    show the safe rewrites; write nothing
+  torchdevlint fix .                           apply the safe fixes
+  torchdevlint fix --unsafe-fixes --diff legacy/   review the fixes that may change behaviour
+  torchdevlint fix - < train.py > fixed.py     a formatter pipeline (the input comes back
+                                               unchanged when nothing can be fixed)""",
+    "rule": """\
+examples:
+  torchdevlint rule TDL001
+  torchdevlint rule bare-cuda-call""",
+    "rules": """\
+examples:
+  torchdevlint rules""",
+    "sim": """\
+Runs SCRIPT as `python SCRIPT ARGS` would, with torch pretending that N CUDA GPUs
+exist (computing on the CPU): every tensor is tagged with the GPU it would be on,
+CUDA's per-thread current device is kept, mixing devices raises torch's own error,
+and at exit a report tells how many tensors and bytes landed on each GPU, per thread
+and per (spawned) process. Use it to see that a script puts each rank's work on its
+own GPU, before and after `torchdevlint fix`. Needs torch (any CPU build).
+
+examples:
+  torchdevlint sim --gpus 2 train.py --epochs 1
+  torchdevlint sim --gpus 4 --report json ddp_script.py 2> placement.json""",
+    "server": """\
+Speaks the Language Server Protocol on stdin/stdout: diagnostics as you type (the same
+engine and pyproject.toml settings as `check`), quick fixes labelled with their
+applicability, "fix all safe", `# noqa` insertion, and rule docs on hover.
+Needs pygls: pip install 'torchdevlint[lsp]'.
+
+examples:
+  torchdevlint server                          (started by your editor)""",
+}
+
+
+def _sub(sub, name: str, help: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
+                          epilog=_EXAMPLES.get(name), formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _common(p: argparse.ArgumentParser, verb: str) -> None:
+    p.add_argument("paths", nargs="*", default=["."],
+                   help="files or folders (default: .); '-' reads stdin")
+    p.add_argument("--select", type=_codes, action="extend", metavar="CODES",
+                   help="codes or prefixes to check, comma-separated; replaces the config's "
+                        "select; may be repeated (the lists add up)")
+    p.add_argument("--extend-select", type=_codes, action="extend", metavar="CODES",
+                   help="codes or prefixes to check in addition (repeatable)")
+    p.add_argument("--ignore", type=_codes, action="extend", metavar="CODES",
+                   help="codes or prefixes to skip (repeatable)")
+    p.add_argument("--config", metavar="FILE", help="a pyproject.toml to read [tool.torchdevlint] from")
     p.add_argument("--isolated", action="store_true", help="ignore every configuration file")
-    p.add_argument("--stdin-filename", help="the name to report for '-' (and match config against)")
+    p.add_argument("--stdin-filename", metavar="NAME",
+                   help="the name to report for '-' (and to match the config against)")
     p.add_argument("--force-exclude", action="store_true",
                    help="apply excludes to files named on the command line too (for pre-commit)")
-    p.add_argument("--device-name", help="the variable name fixes use for a device (default: device)")
-    p.add_argument("--unsafe-fixes", action="store_true", help="also apply/offer fixes that may change behaviour")
-    p.add_argument("--jobs", "-j", type=int, default=0, help="worker processes (default: CPU count)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write .torchdevlint_cache")
+    p.add_argument("--device-name", metavar="NAME",
+                   help="the variable name fixes use and look for (default: device)")
+    p.add_argument("--unsafe-fixes", action="store_true",
+                   help=f"also {verb} fixes that may change behaviour (marked [*] too)")
+    p.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
+                   help="worker processes (default and maximum: one per CPU)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write .torchdevlint_cache/")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="torchdevlint", description="Find and fix implicit CUDA device placement in PyTorch code.")
+    parser = _Parser(prog="torchdevlint", description="Find and fix implicit CUDA device placement in PyTorch code.",
+                     epilog="Run `torchdevlint COMMAND --help` for a command's options and examples.")
     parser.add_argument("--version", action="version", version=f"torchdevlint {__version__}")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    check = sub.add_parser("check", help="report findings")
-    _common(check)
-    check.add_argument("--output-format", choices=report.FORMATS, default="concise")
-    check.add_argument("--statistics", action="store_true", help="counts per rule instead of findings")
-    fix = sub.add_parser("fix", help="apply fixes (safe ones; --unsafe-fixes adds more)")
-    _common(fix)
-    fix.add_argument("--diff", action="store_true", help="write nothing; print a unified diff; exit 1 if any")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+    check = _sub(sub, "check", "report findings; exit 1 when any remain")
+    _common(check, "show")
+    check.add_argument("--output-format", choices=report.FORMATS, default="concise",
+                       help="concise/text: one line per finding; full: with the source line and "
+                            "the fix; grouped: by file; json, sarif: for tools; github: "
+                            "workflow annotations (default: concise)")
+    check.add_argument("--statistics", action="store_true",
+                       help="one line per code with its count instead of the findings")
+    check.add_argument("--add-noqa", action="store_true",
+                       help="append `# noqa: CODE` to every line with findings (merging with "
+                            "existing noqa comments) so that only new code is held to the rules")
+    fix = _sub(sub, "fix", "apply fixes (safe ones; --unsafe-fixes adds more)")
+    _common(fix, "apply")
+    fix.add_argument("--diff", action="store_true",
+                     help="write nothing: print the changes as a unified diff (for `git apply`), "
+                          "and exit 1 when there are any")
     fix.add_argument("--exit-non-zero-on-fix", action="store_true",
                      help="exit 1 when a file was changed (pre-commit's convention)")
-    rule = sub.add_parser("rule", help="print a rule's documentation")
+    rule = _sub(sub, "rule", "print a rule's documentation")
     rule.add_argument("code", help="a code (TDL001) or name (bare-cuda-call)")
-    sub.add_parser("rules", help="list every rule")
-    sim = sub.add_parser("sim", help="run a script under the CUDA simulator (needs torch)")
-    sim.add_argument("--gpus", type=int, default=2, help="how many GPUs to pretend (default 2)")
+    _sub(sub, "rules", "list every rule with its fixability")
+    sim = _sub(sub, "sim", "run a script under the CUDA simulator (needs torch)")
+    sim.add_argument("--gpus", type=int, default=2, metavar="N", help="how many GPUs to pretend (default: 2)")
     sim.add_argument("--report", choices=("text", "json", "none"), default="text",
-                     help="placement report on stderr at exit")
-    sim.add_argument("script")
-    sim.add_argument("args", nargs=argparse.REMAINDER)
+                     help="the placement report written to stderr at exit (default: text)")
+    sim.add_argument("script", help="the Python script to run")
+    sim.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+    _sub(sub, "server", "run the language server (LSP over stdio) for editors")
     return parser
 
 
@@ -161,6 +234,12 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             return _rule(args.code)
         if args.command == "rules":
             return _rules()
+        if args.command == "server":
+            try:
+                from .server import main as serve
+            except ImportError as exc:
+                raise ConfigError(f"the language server needs pygls ({exc}): pip install 'torchdevlint[lsp]'")
+            return serve()
         if args.command == "sim":
             from .sim.cli import run_script
 
@@ -242,6 +321,8 @@ def _lint(args: argparse.Namespace) -> int:
         results = run(files, mode, settings, unsafe, jobs, cache, progress=not args.quiet, roots=args.paths)
     violations = [v for r in results for v in r.violations]
     out = sys.stdout
+    if mode == "check" and args.add_noqa:
+        return _add_noqa(results, args)
     if mode == "check":
         if args.statistics:
             out.write(report.statistics(violations, unsafe))
@@ -264,6 +345,50 @@ def _lint(args: argparse.Namespace) -> int:
     if violations or (changed and args.exit_non_zero_on_fix):
         return 1
     return 0
+
+
+def _add_noqa(results, args: argparse.Namespace) -> int:
+    """``check --add-noqa``: mark every finding's line so that only new code is held to
+    the rules. Tool findings (TDL9xx) cannot be silenced and are printed; exit 1 then."""
+    from .noqa import add_noqa
+    from .runner import read_source, write_atomic
+    from .source import decode
+
+    added = files = 0
+    left: List = []
+    for r in results:
+        marks = [(v.row, v.code) for v in r.violations if not v.code.startswith("TDL9")]
+        left += [v for v in r.violations if v.code.startswith("TDL9")]
+        if not marks or r.path == "-":
+            continue
+        try:
+            data = read_source(r.path)
+            if r.path.endswith(".ipynb"):  # the cells' module, marked, written back into the cells
+                from .notebook import Notebook
+
+                nb = Notebook(data.decode("utf-8"))
+                text, n = add_noqa(nb.module, [(nb.module_line(v.cell or 0, v.row), v.code)
+                                               for v in r.violations if not v.code.startswith("TDL9")])
+                new_data = nb.with_module(text).encode("utf-8")
+            else:
+                source = decode(data)
+                text, n = add_noqa(source.text, marks)
+                new_data = source.encode(text)
+            problem = write_atomic(r.path, data, new_data) if n else None
+        except (OSError, ValueError) as exc:
+            problem = f"not written: {exc}"
+        if problem is not None:
+            from .engine import tool_finding
+
+            left.append(tool_finding("TDL904", problem, filename=r.path))
+            continue
+        added += n
+        files += 1 if n else 0
+    sys.stdout.write(report.concise(left, False))
+    if not args.quiet:
+        sys.stderr.write(f"Added {added} noqa directive{'s' if added != 1 else ''} "
+                         f"in {files} file{'s' if files != 1 else ''}.\n")
+    return 0 if args.exit_zero or not left else 1
 
 
 def _encoded_fix(result, data: bytes, settings: Settings) -> Optional[bytes]:
@@ -318,7 +443,10 @@ def _rule(code: str) -> int:
 
 def _rules() -> int:
     width = max(len(r.name) for r in ALL_RULES)
-    sys.stdout.write(f"{'code':<7} {'name':<{width}}  {'default':<8} {'fix':<9} summary\n")
+    sys.stdout.write(f"{'code':<7} {'name':<{width}}  summary\n{'':<7} {'':<{width}}  fix: ...\n")
     for r in ALL_RULES:
-        sys.stdout.write(f"{r.code:<7} {r.name:<{width}}  {'on':<8} {r.fixable:<9} {r.summary}\n")
+        sys.stdout.write(f"{r.code:<7} {r.name:<{width}}  {r.summary}\n{'':<7} {'':<{width}}  fix: {r.fix_summary}\n")
+    sys.stdout.write("\nEvery rule is on by default. Fixes: safe = applied by `fix`; unsafe = applied with "
+                     "--unsafe-fixes (may change behaviour); display = shown, never applied. "
+                     "`torchdevlint rule CODE` explains each rule's fix safety.\n")
     return 0

@@ -81,6 +81,13 @@ class Violation:
     end: Position
     fix: Optional[Fix] = None
     filename: str = field(default="-", compare=False)
+    # in a notebook: the cell (1-based, counting every cell); rows are then the cell's
+    cell: Optional[int] = None
+
+    @property
+    def where(self) -> str:
+        """``cell 3:2:5`` in a notebook, ``2:5`` elsewhere (1-based column)."""
+        return (f"cell {self.cell}:" if self.cell is not None else "") + f"{self.row}:{self.column}"
 
     @property
     def row(self) -> int:
@@ -92,7 +99,7 @@ class Violation:
         return self.start[1] + 1
 
     def sort_key(self):
-        return (self.filename, self.start, self.code, self.message)
+        return (self.filename, self.cell or 0, self.start, self.code, self.message)
 
     @property
     def url(self) -> str:
@@ -110,4 +117,5 @@ class Violation:
             "end_location": {"row": self.end[0], "column": self.end[1] + 1},
             "fix": self.fix.to_json() if self.fix else None,
             "url": self.url,
+            **({"cell": self.cell} if self.cell is not None else {}),
         }

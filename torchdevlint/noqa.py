@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from typing import Dict, FrozenSet, Optional
+from typing import Dict, FrozenSet, Optional, Sequence, Set, Tuple
 
 from .source import split_lines
 
@@ -77,3 +77,67 @@ def suppressed(codes: Optional[FrozenSet[str]], code: str) -> bool:
         return False
     # flake8 matches by prefix: "# noqa: TDL" suppresses every TDL code.
     return codes is ALL or any(code.startswith(c) for c in codes)
+
+
+def add_noqa(text: str, found: Sequence[Tuple[int, str]]) -> Tuple[str, int]:
+    """Append ``# noqa: CODE`` for each (line, code) in ``found``, on the line flake8 and
+    this tool read for it: the last line of the statement (a comment is legal there,
+    and a noqa on any line of a statement covers the whole statement). Merges with an
+    existing noqa comment; returns the new text and how many codes were added."""
+    by_line: Dict[int, Set[str]] = {}
+    ends = _statement_ends(text)
+    for line, code in found:
+        by_line.setdefault(ends.get(line, line), set()).add(code)
+    lines = split_lines(text, keepends=True)
+    added = 0
+    for number, codes in sorted(by_line.items()):
+        if number > len(lines):
+            continue
+        raw = lines[number - 1]
+        body = raw.rstrip("\r\n")
+        ending = raw[len(body):]
+        existing = _parse(_comment_of(body) or "")
+        if existing is ALL:
+            continue
+        missing = sorted(c for c in codes if not (existing and suppressed(existing, c)))
+        if not missing:
+            continue
+        m = NOQA.search(body) if existing else None
+        if m is not None:  # `# noqa: A` -> `# noqa: A, B`
+            merged = ", ".join(sorted(existing | set(missing)))
+            body = body[:m.start()] + f"# noqa: {merged}" + body[m.end():]
+        else:
+            body = body.rstrip() + f"  # noqa: {', '.join(missing)}"
+        lines[number - 1] = body + ending
+        added += len(missing)
+    return "".join(lines), added
+
+
+def _statement_ends(text: str) -> Dict[int, int]:
+    """Line -> the last line of the statement it belongs to (multi-line statements)."""
+    out: Dict[int, int] = {}
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text, newline=None).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return out
+    first: Optional[int] = None
+    for tok in tokens:
+        if tok.type in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+            continue
+        if first is None:
+            first = tok.start[0]
+        if tok.type == tokenize.NEWLINE:
+            for line in range(first, tok.start[0] + 1):
+                out[line] = tok.start[0]
+            first = None
+    return out
+
+
+def _comment_of(line: str) -> Optional[str]:
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line + "\n").readline):
+            if tok.type == tokenize.COMMENT:
+                return tok.string
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return None

@@ -13,7 +13,7 @@ from .model import Applicability, Violation
 from .rules import ALL_RULES, BY_CODE, url_for
 from .source import DecodeError, LineIndex, apply_edits, decode, shown, split_lines
 
-FORMATS = ("concise", "text", "full", "json", "github", "sarif")
+FORMATS = ("concise", "text", "full", "grouped", "json", "github", "sarif")
 
 
 def marker(v: Violation, unsafe: bool) -> str:
@@ -22,19 +22,37 @@ def marker(v: Violation, unsafe: bool) -> str:
 
 def concise(violations: Sequence[Violation], unsafe: bool) -> str:
     return "".join(
-        f"{shown(v.filename)}:{v.row}:{v.column}: {v.code} {marker(v, unsafe)}{shown(v.message)}\n"
+        f"{shown(v.filename)}:{v.where}: {v.code} {marker(v, unsafe)}{shown(v.message)}\n"
         for v in violations
     )
+
+
+def grouped(violations: Sequence[Violation], unsafe: bool) -> str:
+    """By file, as ruff's grouped format: the file once, then its findings indented."""
+    out: List[str] = []
+    current = None
+    for v in violations:
+        if v.filename != current:
+            if current is not None:
+                out.append("\n")
+            current = v.filename
+            out.append(f"{shown(v.filename)}:\n")
+        out.append(f"  {v.where} {v.code} {marker(v, unsafe)}{shown(v.message)}\n")
+    return "".join(out) + ("\n" if out else "")
 
 
 def full(violations: Sequence[Violation], unsafe: bool) -> str:
     out: List[str] = []
     texts: Dict[str, Optional[str]] = {}
     for v in violations:
-        out.append(f"{shown(v.filename)}:{v.row}:{v.column}: {v.code} {marker(v, unsafe)}{shown(v.message)}\n")
+        out.append(f"{shown(v.filename)}:{v.where}: {v.code} {marker(v, unsafe)}{shown(v.message)}\n")
         if v.filename not in texts:
             texts[v.filename] = _read_text(v.filename)
         text = texts[v.filename]
+        if v.cell is not None:  # a notebook: the fix's words only
+            if v.fix is not None:
+                out.append(f"  = {v.fix.applicability.value} fix: {v.fix.message}\n\n")
+            continue
         if text is None:
             continue
         index = LineIndex(text)
@@ -161,6 +179,8 @@ def render(fmt: str, violations: Sequence[Violation], unsafe: bool) -> str:
         return concise(violations, unsafe)
     if fmt == "full":
         return full(violations, unsafe)
+    if fmt == "grouped":
+        return grouped(violations, unsafe)
     if fmt == "json":
         return as_json(violations)
     if fmt == "github":
@@ -192,4 +212,7 @@ def statistics(violations: Sequence[Violation], unsafe: bool) -> str:
     for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         mark = "[*]" if fixable[code] == n else ("[-]" if fixable[code] else "   ")
         lines.append(f"{n:>5}  {code}  {mark} {BY_CODE[code].name}\n")
+    if fixable:
+        lines.append("[*] every finding of the code has a fix that `fix` applies"
+                     + (" (--unsafe-fixes)" if unsafe else "") + "; [-] some do\n")
     return "".join(lines)

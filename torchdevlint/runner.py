@@ -5,6 +5,7 @@ Everything here is about the file system; the engine never touches it.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -26,7 +27,7 @@ from .rules import BY_CODE
 from .settings import ConfigError, Settings
 from .source import DecodeError, decode, shown
 
-PY_SUFFIXES = (".py", ".pyi")
+PY_SUFFIXES = (".py", ".pyi", ".ipynb")
 CACHE_DIR = ".torchdevlint_cache"
 
 
@@ -141,6 +142,8 @@ def process(job: Job) -> FileResult:
     codes = job.settings.enabled_codes(job.path)
     if not may_match(data, codes):
         return result  # the prefilter: nothing in this file can match
+    if job.path.endswith(".ipynb"):
+        return _process_notebook(job, data, result)
     try:
         source = decode(data)
     except DecodeError as exc:
@@ -176,6 +179,59 @@ def process(job: Job) -> FileResult:
         result.violations.append(tool_finding("TDL904", problem, filename=job.path))
         result.changed, result.applied = False, Counter()
     return result
+
+
+def _process_notebook(job: Job, data: bytes, result: FileResult) -> FileResult:
+    """A notebook: its code cells as one module; findings per cell; fixes written into
+    the changed cells' sources only (see ``notebook``)."""
+    from .notebook import Notebook, NotebookError
+
+    result.parsed = True
+    try:
+        raw = data.decode("utf-8")  # nbformat: notebooks are UTF-8 JSON
+        nb = Notebook(raw)
+    except UnicodeDecodeError as exc:
+        result.violations = [tool_finding("TDL901", f"a notebook must be UTF-8: {exc.reason}",
+                                          filename=job.path)]
+        return result
+    except NotebookError as exc:
+        result.violations = [tool_finding("TDL900", str(exc), filename=job.path)]
+        return result
+    if job.mode == "check":
+        result.violations = [_in_cell(nb, v) for v in check_source(nb.module, job.path, job.settings)]
+        return result
+    outcome = fix_source(nb.module, job.path, job.settings, unsafe=job.unsafe)
+    new_raw = nb.with_module(outcome.text) if outcome.changed else raw
+    after = Notebook(new_raw) if new_raw != raw else nb  # where what is left now lies
+    result.violations = [_in_cell(after, v) for v in sorted(outcome.remaining + outcome.rejected,
+                                                             key=Violation.sort_key)]
+    if new_raw == raw:
+        return result
+    result.applied, result.changed = outcome.applied, True
+    if job.stdin and job.mode == "fix":
+        result.fixed_text = new_raw
+    elif job.mode == "diff":
+        result.diff = unified_diff(raw, new_raw, job.path)
+    else:
+        problem = write_atomic(job.path, data, new_raw.encode("utf-8"), job.roots)
+        if problem is not None:
+            result.violations.append(tool_finding("TDL904", problem, filename=job.path))
+            result.changed, result.applied = False, Counter()
+    return result
+
+
+def _in_cell(nb, v: Violation) -> Violation:
+    """A finding of the notebook's module, located by cell and line in that cell."""
+    cell, row = nb.locate(v.start[0])
+    if cell == 0:
+        return dataclasses.replace(v, filename=v.filename)  # a tool finding about the file
+    _, end_row = nb.locate(v.end[0])
+    fix = v.fix
+    if fix is not None and fix.edits:
+        fix = dataclasses.replace(fix, edits=tuple(
+            dataclasses.replace(e, start=(nb.locate(e.start[0])[1], e.start[1]),
+                                end=(nb.locate(e.end[0])[1], e.end[1])) for e in fix.edits))
+    return dataclasses.replace(v, start=(row, v.start[1]), end=(end_row, v.end[1]), fix=fix, cell=cell)
 
 
 def write_atomic(path: str, expected: bytes, new_data: bytes,
@@ -424,9 +480,12 @@ def _violation_from_json(d: dict, path: str) -> Violation:
             Edit((e["location"]["row"], e["location"]["column"] - 1),
                  (e["end_location"]["row"], e["end_location"]["column"] - 1), e["content"])
             for e in f["edits"]), frozenset(f.get("defines", ())))
+    cell = d.get("cell")
+    if cell is not None and (not isinstance(cell, int) or isinstance(cell, bool) or cell < 1):
+        raise ValueError("not a cell")
     return Violation(d["code"], d["name"], d["message"],
                      (d["location"]["row"], d["location"]["column"] - 1),
-                     (d["end_location"]["row"], d["end_location"]["column"] - 1), fix, path)
+                     (d["end_location"]["row"], d["end_location"]["column"] - 1), fix, path, cell)
 
 
 # ------------------------------------------------------------------ progress

@@ -44,6 +44,8 @@ class Rule:
     triggers: ClassVar[Tuple[str, ...]] = ()
     also_requires: ClassVar[Tuple[str, ...]] = ()
     fixable: ClassVar[str] = "never"  # always | sometimes | never
+    # the fix and its applicability in words, as the README's rule table says it
+    fix_summary: ClassVar[str] = "none"
     fix_priority: ClassVar[int] = 1  # lower applies first when fixes overlap
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Example]] = ()

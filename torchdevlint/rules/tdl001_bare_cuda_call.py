@@ -14,6 +14,7 @@ class BareCudaCall(Rule):
     summary = "`.cuda()` without a device moves to the implicit current device"
     triggers = (".cuda(",)
     fixable = "always"
+    fix_summary = '`.to(device)` (safe with an exact device in scope, else unsafe; display in library modules)'
     what = """
         A `.cuda()` call with no device (no positional argument, no `device=`, or
         `device=None`) that is merely implicit: none of the bug-grade shapes (TDL002

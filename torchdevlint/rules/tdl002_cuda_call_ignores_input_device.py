@@ -15,6 +15,7 @@ class CudaCallIgnoresInputDevice(Rule):
     summary = "a new tensor moved with `.cuda()` while an input's device is at hand"
     triggers = (".cuda(",)
     fixable = "sometimes"
+    fix_summary = '`.to(<input>.device)` (unsafe)'
     what = """
         A bare `.cuda()` on a tensor the function made itself (not a parameter, not
         `self.x`, not a module), in a function that asks one of its inputs for its device

@@ -23,6 +23,7 @@ class RankCodeOnFixedDevice(Rule):
                      "local-rank", "init_process_group", "init_device_mesh", "init_distributed",
                      "launch", "call_main", "distributed_main", "init_rpc", "start_processes")
     fixable = "sometimes"
+    fix_summary = '`torch.device("cuda", local_rank)` (unsafe) or display'
     what = """
         Code that runs once per process, rank or worker — an `mp.spawn`/`Process` target,
         a function handed to a launcher (`elastic_launch`, `start_processes`, `spawn`), an

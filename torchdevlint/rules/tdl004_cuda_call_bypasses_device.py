@@ -14,6 +14,7 @@ class CudaCallBypassesDevice(Rule):
     summary = "`.cuda()` ignores the device the code already chose"
     triggers = (".cuda(",)
     fixable = "always"
+    fix_summary = '`.to(<that device>)` (unsafe)'
     what = """
         A bare `.cuda()` where the function or module already chose a device that is
         bound before the site and holds a device: a `device` variable assigned a device

@@ -17,6 +17,7 @@ class GlobalSetDevice(Rule):
     summary = "`torch.cuda.set_device` changes a hidden global outside distributed setup"
     triggers = ("set_device",)
     fixable = "sometimes"
+    fix_summary = 'explicit device object or `with torch.<backend>.device(k):` (unsafe), or display'
     fix_priority = 0
     what = """
         A call of `set_device(...)` of any backend (`torch.cuda`, `torch.xpu`,

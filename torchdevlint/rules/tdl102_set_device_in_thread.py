@@ -21,6 +21,7 @@ class SetDeviceInThread(Rule):
     summary = "a thread's `set_device` leaks into later pool tasks, or binds a thread that does no CUDA work"
     triggers = ("set_device",)
     fixable = "sometimes"
+    fix_summary = '`with torch.cuda.device(k):` (unsafe) or display'
     fix_priority = 0
     what = """
         `torch.cuda.set_device(...)` (any backend's `set_device`,

@@ -16,6 +16,7 @@ class DeviceContextNotEntered(Rule):
     # every import form of torch.cuda.device / device_of / accelerator.device_index
     triggers = ("cuda.device(", "device_of(", "device_index(", "from torch.cuda import", "torch.cuda as")
     fixable = "never"
+    fix_summary = 'display'
     what = """
         `torch.cuda.device(i)`, `torch.cuda.device_of(t)` or
         `torch.accelerator.device_index(i)` called as a bare expression statement.

@@ -20,6 +20,7 @@ class ThreadUsesImplicitDevice(Rule):
     triggers = ("Thread", "Executor", "run_in_executor", "to_thread")
     also_requires = (".cuda(", "cuda'", 'cuda"', "pin_memory")
     fixable = "never"
+    fix_summary = 'none'
     what = """
         A thread target (as in TDL102) that does CUDA work with an implicit device
         (`.cuda()`, `device="cuda"`, `torch.device("cuda")`, `pin_memory()`) and never

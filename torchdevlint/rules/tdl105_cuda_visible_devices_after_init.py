@@ -15,6 +15,7 @@ class CudaVisibleDevicesAfterInit(Rule):
     triggers = ("CUDA_VISIBLE_DEVICES",)
     also_requires = ("cuda", "DataParallel", "accelerator")
     fixable = "never"
+    fix_summary = 'display (names where CUDA started)'
     what = """
         A write of `CUDA_VISIBLE_DEVICES` (`os.environ[...] = ...`, `del os.environ[...]`,
         `os.environ.update(...)`, `os.environ.setdefault(...)`, `os.putenv(...)`) that

@@ -19,6 +19,7 @@ class ProcessGroupWithoutDevice(Rule):
     summary = "NCCL process group in a process that never binds its rank's GPU: every rank uses GPU 0"
     triggers = ("init_process_group",)
     fixable = "sometimes"
+    fix_summary = '`device_id=torch.device("cuda", local_rank)` (unsafe) or display'
     what = """
         `torch.distributed.init_process_group(...)` with the NCCL backend (`"nccl"`,
         `"cuda:nccl"`, `"cpu:gloo,cuda:nccl"`, a name bound to one of those, or no

@@ -19,6 +19,7 @@ class DataParallelImplicitDevices(Rule):
     summary = "`DataParallel` moved with `.cuda()` while its devices are implicit"
     triggers = ("DataParallel",)
     fixable = "sometimes"
+    fix_summary = 'move before wrapping, explicit `device_ids` (unsafe)'
     fix_priority = 0
     what = """
         A torch `DataParallel` (`torch.nn.DataParallel`, `nn.DataParallel`,

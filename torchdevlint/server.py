@@ -119,7 +119,7 @@ def code_actions(ls: TorchDevLintServer, params: lsp.CodeActionParams) -> List[l
             diagnostic = _diagnostic(v, lines)
             fix = v.fix
             if fix is not None and fix.edits and fix.applicability is not Applicability.DISPLAY:
-                label = "" if fix.applicability is Applicability.SAFE else " (unsafe: may change behaviour)"
+                label = " (safe)" if fix.applicability is Applicability.SAFE else " (unsafe: may change behaviour)"
                 actions.append(lsp.CodeAction(
                     title=f"{v.code}: {fix.message}{label}", kind=lsp.CodeActionKind.QuickFix,
                     diagnostics=[diagnostic], is_preferred=fix.applicability is Applicability.SAFE,

@@ -441,6 +441,7 @@ class _Collector(cst.CSTVisitor):
             line=self.lines[-1] if self.lines else None,
             expr_stmt=self.exprs.get(node),
             cond=tuple(self.conds[-1]),
+            parent=self.open_calls[-1] if self.open_calls else None,
         )
         self.calls.append(site)
         self.open_calls.append(site)

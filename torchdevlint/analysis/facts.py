@@ -79,6 +79,7 @@ class CallSite:
     line: Optional[cst.SimpleStatementLine]  # the statement line that holds the call
     expr_stmt: Optional[cst.Expr]  # set when the call is a whole expression statement
     end_order: int = 0
+    parent: Optional["CallSite"] = None  # the call whose parentheses hold this one
     cond: Tuple[Tuple[int, str], ...] = ()  # the branches it runs under, as Binding.cond
 
     @property

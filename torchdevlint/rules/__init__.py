@@ -9,6 +9,7 @@ from .tdl001_bare_cuda_call import BareCudaCall
 from .tdl002_cuda_call_ignores_input_device import CudaCallIgnoresInputDevice
 from .tdl003_rank_code_on_fixed_device import RankCodeOnFixedDevice
 from .tdl004_cuda_call_bypasses_device import CudaCallBypassesDevice
+from .tdl006_load_without_map_location import LoadWithoutMapLocation
 from .tdl101_global_set_device import GlobalSetDevice
 from .tdl102_set_device_in_thread import SetDeviceInThread
 from .tdl103_device_context_not_entered import DeviceContextNotEntered
@@ -30,6 +31,7 @@ ALL_RULES: List[Type[Rule]] = sorted(
         CudaCallIgnoresInputDevice,
         RankCodeOnFixedDevice,
         CudaCallBypassesDevice,
+        LoadWithoutMapLocation,
         GlobalSetDevice,
         SetDeviceInThread,
         DeviceContextNotEntered,

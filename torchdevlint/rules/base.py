@@ -125,6 +125,27 @@ class Context:
         seen = call.with_changes(func=call.func.attr, lpar=[], rpar=[])
         return Edit(self.start(call.func.attr), self.end(call), self.analysis.code(new), self.analysis.code(seen))
 
+    def add_keyword(self, call: cst.Call, text: str) -> Optional[List[Edit]]:
+        """Append a keyword argument (``text`` is ``name=value``) to a call, in its own
+        layout: on a line of its own when the call puts one argument per line with a
+        trailing comma; None when the call's layout is unusual."""
+        a = self.analysis
+        if call.args:
+            last = call.args[-1]
+            at = self.end(last.value)
+            comma = last.comma
+            line, col = self.start(last)
+            own_line = not a.lines[line - 1][:col].strip()
+            if (isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace)
+                    and own_line):  # one argument per line, with a trailing comma: one more line
+                return [Edit(at, at, f",{a.module.default_newline}{' ' * col}{text}")]
+            return [Edit(at, at, ", " + text)]
+        if any(not (isinstance(ws, cst.SimpleWhitespace) and ws.value == "")
+               for ws in (call.whitespace_after_func, call.whitespace_before_args)):
+            return None
+        line, col = self.end(call.func)
+        return [Edit((line, col + 1), (line, col + 1), text)]
+
     def cuda_to_device(self, call: cst.Call, device_code: str) -> Edit:
         """``x.cuda(non_blocking=True)`` -> ``x.to(<device>, non_blocking=True)``; the
         second positional argument of ``cuda`` is ``non_blocking`` (``to``'s is ``dtype``),

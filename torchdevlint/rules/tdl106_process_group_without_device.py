@@ -202,25 +202,7 @@ class ProcessGroupWithoutDevice(Rule):
                    tuple(edits))
 
     def _add_keyword(self, ctx: Context, site: CallSite, rank: str) -> Optional[List[Edit]]:
-        a = ctx.analysis
         call = site.node
         torch, edits = ctx.torch_for(site)
-        text = f'device_id={torch}.device("cuda", {rank})'
-        if call.args:
-            last = call.args[-1]
-            at = ctx.end(last.value)
-            comma = last.comma
-            line, col = ctx.start(last)
-            own_line = not a.lines[line - 1][:col].strip()
-            if (isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace)
-                    and own_line):  # one argument per line, with a trailing comma: one more line
-                edits.append(Edit(at, at, f",{a.module.default_newline}{' ' * col}{text}"))
-            else:
-                edits.append(Edit(at, at, ", " + text))
-        else:
-            if any(not (isinstance(ws, cst.SimpleWhitespace) and ws.value == "")
-                   for ws in (call.whitespace_after_func, call.whitespace_before_args)):
-                return None
-            line, col = ctx.end(call.func)
-            edits.append(Edit((line, col + 1), (line, col + 1), text))
-        return edits
+        keyword = ctx.add_keyword(call, f'device_id={torch}.device("cuda", {rank})')
+        return None if keyword is None else edits + keyword

@@ -1,0 +1,180 @@
+"""TDL006 load-without-map-location: ``torch.load`` without ``map_location``."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from ..analysis import CallSite
+from ..model import Applicability, Fix, Violation
+from .base import Context, Example, Rule
+
+# loader -> the position of map_location among its positional parameters
+LOADERS = {
+    "torch.load": 1,
+    "torch.serialization.load": 1,
+    "torch.jit.load": 1,
+    "torch.hub.load_state_dict_from_url": 2,
+}
+
+
+class LoadWithoutMapLocation(Rule):
+    code = "TDL006"
+    name = "load-without-map-location"
+    summary = "`torch.load` without `map_location` restores tensors onto the GPU they were saved from"
+    triggers = ("load",)
+    also_requires = ("torch",)
+    fixable = "sometimes"
+    fix_summary = '`map_location=<device in scope>`, or `map_location="cpu"` for state dicts (unsafe), or display'
+    what = """
+        `torch.load`, `torch.jit.load` and `torch.hub.load_state_dict_from_url` called
+        without `map_location` (neither by keyword nor in its position), and without
+        `**kwargs` that could carry it.
+    """
+    why = """
+        Without `map_location`, every tensor goes back to the device it was saved from:
+        a checkpoint written on `cuda:0` fails to load on a machine without CUDA
+        ("Attempting to deserialize object on a CUDA device"), and in a multi-GPU job
+        every rank materialises its copy on GPU 0 — memory on the first card, and a
+        CUDA context there for every process.
+    """
+    example = """
+        checkpoint = torch.load("model.pt")
+        model.load_state_dict(torch.load("weights.pt"))
+    """
+    use_instead = """
+        checkpoint = torch.load("model.pt", map_location=device)
+        model.load_state_dict(torch.load("weights.pt", map_location="cpu"))
+    """
+    fix_safety = """
+        Always **unsafe**: where the tensors land changes on purpose. With a device bound
+        in scope (the names TDL004 recognises), `map_location=<that device>`. Without
+        one, `map_location="cpu"` only where the result only feeds `load_state_dict`
+        (directly, or through a name used only there): `load_state_dict` copies into
+        the model's own tensors wherever they live, so the CPU detour changes nothing
+        but the peak GPU memory. Anything else is display-only: the caller may rely on
+        the tensors being on the GPU.
+    """
+    VALID = (
+        "import torch\nx = torch.load('a.pt', map_location='cpu')\n",
+        "import torch\nx = torch.load('a.pt', 'cpu')\n",
+        "import torch\nx = torch.jit.load('m.pt', map_location=device)\n",
+        "import torch\nsd = torch.hub.load_state_dict_from_url(url, None, 'cpu')\n",
+        "import torch\ndef f(path, **kw):\n    return torch.load(path, **kw)\n",
+        "import json\nx = json.load(open('a.json'))\n",
+        "import pickle\nimport torch\nx = pickle.load(fh)\n",
+    )
+    INVALID = (
+        Example(
+            "import torch\nmodel.load_state_dict(torch.load('weights.pt'))\n",
+            "import torch\nmodel.load_state_dict(torch.load('weights.pt', map_location=\"cpu\"))\n",
+        ),
+        Example(
+            "import torch\ndevice = torch.device('cuda:1')\nckpt = torch.load('c.pt')\n",
+            "import torch\ndevice = torch.device('cuda:1')\nckpt = torch.load('c.pt', map_location=device)\n",
+        ),
+        Example(
+            "import torch\ndef resume(model, opt, path):\n    ckpt = torch.load(path)\n"
+            "    model.load_state_dict(ckpt['model'])\n    opt.load_state_dict(ckpt['opt'])\n",
+            "import torch\ndef resume(model, opt, path):\n    ckpt = torch.load(path, map_location=\"cpu\")\n"
+            "    model.load_state_dict(ckpt['model'])\n    opt.load_state_dict(ckpt['opt'])\n",
+        ),
+        Example("import torch\ndef resume(path):\n    ckpt = torch.load(path)\n    return ckpt['epoch']\n"),
+        Example("from torch import jit\nm = jit.load('m.pt')\n"),
+    )
+
+    def check(self, ctx: Context) -> Iterable[Violation]:
+        a = ctx.analysis
+        for site in a.calls:
+            position = LOADERS.get(site.qualname or "")
+            if position is None or _has_map_location(site.node, position):
+                continue
+            loader = site.qualname.replace("torch.serialization.load", "torch.load")  # type: ignore[union-attr]
+            message = (f"`{loader}` without `map_location` restores every tensor onto the device it "
+                       "was saved from (GPU 0 for most checkpoints): it fails without CUDA and puts "
+                       "every rank's copy on GPU 0; pass `map_location`")
+            yield ctx.violation(site.node, message, self._fix(ctx, site))
+
+    def _fix(self, ctx: Context, site: CallSite) -> Fix:
+        a = ctx.analysis
+        choice = a.devices.chosen_device(site)
+        if choice is not None:
+            value, why = choice.code, f"the device already chosen here, {choice.why}"
+        elif _feeds_only_load_state_dict(a, site):
+            value, why = '"cpu"', "the result only feeds `load_state_dict`, which copies into the model's tensors"
+        else:
+            return Fix(Applicability.DISPLAY,
+                       "Pass `map_location=` the device the tensors should live on (no device is "
+                       "bound here, and the result is used beyond `load_state_dict`)")
+        edits = ctx.add_keyword(site.node, f"map_location={value}")
+        if edits is None:
+            return Fix(Applicability.DISPLAY, f"Pass `map_location={value}` (the call's layout is unusual)")
+        return ctx.guarded(Fix(Applicability.UNSAFE, f"Pass `map_location={value}` ({why})", tuple(edits)))
+
+
+def _has_map_location(call: cst.Call, position: int) -> bool:
+    positional = 0
+    for arg in call.args:
+        if arg.star:  # *args or **kwargs may carry it
+            return True
+        if arg.keyword is not None:
+            if arg.keyword.value == "map_location":
+                return True
+        else:
+            positional += 1
+    return positional > position
+
+
+def _feeds_only_load_state_dict(a, site: CallSite) -> bool:
+    """``m.load_state_dict(torch.load(p))``, or ``sd = torch.load(p)`` where every later
+    use of ``sd`` in the scope is ``x.load_state_dict(sd)`` / ``x.load_state_dict(sd[k])``."""
+    parent = site.parent
+    if parent is not None and any(arg.value is site.node and arg.keyword is None for arg in parent.node.args):
+        return _is_load_state_dict(parent.node)
+    line = site.line
+    if line is None or len(line.body) != 1 or not isinstance(line.body[0], cst.Assign):
+        return False
+    assign = line.body[0]
+    if assign.value is not site.node or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        return False
+    name = assign.targets[0].target.value
+    fn = a.enclosing_function(site.scope)
+    body = fn.node if fn is not None else a.module
+    uses = _Uses(name)
+    body.visit(uses)
+    return uses.feeding > 0 and uses.other == 1  # the assignment's own target is the one other
+
+
+def _is_load_state_dict(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict"
+
+
+class _Uses(cst.CSTVisitor):
+    """Counts the uses of a name inside ``load_state_dict(...)`` arguments (bare or
+    subscripted) and everywhere else."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.feeding = 0
+        self.other = 0
+        self._ok: set = set()  # ids of the Name nodes that are state-dict arguments
+
+    def visit_Call(self, node: cst.Call) -> Optional[bool]:
+        if _is_load_state_dict(node):
+            for arg in node.args:
+                value = arg.value
+                while isinstance(value, cst.Subscript):
+                    value = value.value
+                if isinstance(value, cst.Name) and value.value == self.name and arg.keyword is None:
+                    self.feeding += 1
+                    self._ok.add(id(value))
+        return True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name and id(node) not in self._ok:
+            self.other += 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> Optional[bool]:
+        node.value.visit(self)  # `x.name` is an attribute, not a use of the name
+        return False

@@ -9,6 +9,7 @@ from .tdl001_bare_cuda_call import BareCudaCall
 from .tdl002_cuda_call_ignores_input_device import CudaCallIgnoresInputDevice
 from .tdl003_rank_code_on_fixed_device import RankCodeOnFixedDevice
 from .tdl004_cuda_call_bypasses_device import CudaCallBypassesDevice
+from .tdl005_legacy_cuda_tensor_type import LegacyCudaTensorType
 from .tdl006_load_without_map_location import LoadWithoutMapLocation
 from .tdl101_global_set_device import GlobalSetDevice
 from .tdl102_set_device_in_thread import SetDeviceInThread
@@ -31,6 +32,7 @@ ALL_RULES: List[Type[Rule]] = sorted(
         CudaCallIgnoresInputDevice,
         RankCodeOnFixedDevice,
         CudaCallBypassesDevice,
+        LegacyCudaTensorType,
         LoadWithoutMapLocation,
         GlobalSetDevice,
         SetDeviceInThread,

@@ -35,6 +35,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from .legacy import patch_legacy, tensor_type
 from .process import (
     Group,
     VisibleDevices,
@@ -132,6 +133,7 @@ class Simulator:
         self.mode = _make_mode(self)
         self.children_dir: Optional[str] = None  # where simulated child processes report
         self.children: List[Dict[str, Any]] = []
+        self.legacy_types: Dict[str, Any] = {}  # torch.cuda.<T>Tensor stand-ins (sim.legacy)
 
     # ---------------------------------------------------------------- devices
     def resolve(self, device) -> Tuple[Optional[int], bool]:
@@ -332,6 +334,7 @@ class Simulator:
         patch_environment(self, set_attr)
         patch_distributed(self, set_attr)
         patch_processes(self, set_attr)
+        patch_legacy(self, set_attr)
 
     def _patch_threads(self, set_attr) -> None:
         """A new thread starts on device 0 (thread-local state) and re-enters the mode."""
@@ -560,6 +563,10 @@ def _make_mode(sim: Simulator):
                 if isinstance(kwargs.get("device"), int) and not isinstance(kwargs["device"], bool):
                     kwargs["device"] = torch.device("cuda", kwargs["device"])
                 return func(*args, **kwargs)
+            if func is Tensor.type:
+                out = tensor_type(sim, args, kwargs, func)
+                if out is not NotImplemented:
+                    return out
             if func is Tensor.get_device:
                 index = getattr(args[0], _TAG, None)
                 return -1 if index is None else index

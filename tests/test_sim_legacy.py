@@ -1,0 +1,54 @@
+"""Legacy PyTorch under the simulator (#12): typed CUDA tensors, Variable, checkpoints."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+PROGRAM = textwrap.dedent("""\
+    import torch
+    from torch.autograd import Variable
+    x = torch.cuda.LongTensor([1, 2])
+    print(isinstance(x, torch.cuda.LongTensor), isinstance(x, torch.cuda.FloatTensor),
+          isinstance(x, Variable), x.type())
+    print(Variable(torch.zeros(2).cuda(1)).device)
+    torch.cuda.set_device(1)
+    y = torch.zeros(2).cuda()
+    torch.save({"a": x, "b": y}, "ckpt.pt")
+    torch.cuda.set_device(0)
+    d = torch.load("ckpt.pt")
+    print(d["a"].device, d["b"].device)
+    d = torch.load("ckpt.pt", map_location="cpu")
+    print(d["a"].device, d["b"].device)
+    d = torch.load("ckpt.pt", map_location=torch.device("cuda", 1))
+    print(d["a"].device, d["b"].device)
+    d = torch.load("ckpt.pt", map_location={"cpu": "cpu"})
+    print(d["a"].device, d["b"].device)
+    z = torch.cuda.FloatTensor(2, 3, device=1)
+    print(z.device, tuple(z.shape), z.dtype, torch.zeros(3).type("torch.cuda.HalfTensor").device)
+    print(torch.cuda.DoubleTensor().shape, torch.zeros(2).type(torch.cuda.IntTensor).dtype)
+    """)
+
+
+def test_legacy_types_variable_and_checkpoints(tmp_path):
+    (tmp_path / "legacy.py").write_text(PROGRAM)
+    r = subprocess.run([sys.executable, "-m", "torchdevlint", "sim", "--gpus", "2", "--report", "none",
+                        "legacy.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "True False True torch.cuda.LongTensor",
+        "cuda:1",
+        "cuda:0 cuda:1",  # restored where each was saved
+        "cpu cpu",
+        "cuda:1 cuda:1",
+        "cuda:0 cuda:1",  # a dict map_location that maps nothing relevant
+        "cuda:1 (2, 3) torch.float32 cuda:0",
+        "torch.Size([0]) torch.int32",
+    ]
+
+
+def test_legacy_types_fail_on_real_cpu_torch_as_before(tmp_path):
+    (tmp_path / "legacy.py").write_text("import torch\ntorch.cuda.FloatTensor(2)\n")
+    r = subprocess.run([sys.executable, "legacy.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "torch.cuda.FloatTensor" in r.stderr

@@ -1,0 +1,164 @@
+"""Legacy PyTorch under the simulator: typed CUDA tensors, ``Variable``, checkpoints.
+
+- ``torch.cuda.FloatTensor`` and the nine other types allocate on the (simulated)
+  current device, or on ``device=``; ``isinstance(x, torch.cuda.FloatTensor)`` and
+  ``x.type(torch.cuda.FloatTensor)`` / ``x.type("torch.cuda.FloatTensor")`` / ``x.type()``
+  behave as on a GPU machine.
+- ``Variable(t)`` returns a tensor on ``t``'s device (``isinstance(x, Variable)`` holds for
+  every tensor, as in torch >= 0.4).
+- ``torch.save`` remembers the simulated device of each tensor it writes to a path, and
+  ``torch.load`` without ``map_location`` restores them there (a real checkpoint saved on
+  a GPU is restored to the device its storages name); with ``map_location`` (a device, a
+  string, or a dict of locations), tensors land where it says.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional
+
+TYPES = {
+    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16", "ByteTensor": "uint8", "CharTensor": "int8",
+    "ShortTensor": "int16", "IntTensor": "int32", "LongTensor": "int64", "BoolTensor": "bool",
+}
+
+
+def patch_legacy(sim, set_attr) -> None:
+    import torch
+    import torch.autograd
+    import torch.autograd.variable
+
+    by_name: Dict[str, Any] = {}
+
+    class LegacyCudaType:
+        """A stand-in for ``torch.cuda.<T>Tensor``: callable, usable in isinstance."""
+
+        def __init__(self, name: str, dtype):
+            self.__name__ = name
+            self.dtype = dtype
+            self.is_cuda = True
+
+        def __repr__(self) -> str:
+            return f"<class 'torch.cuda.{self.__name__}'>"
+
+        def __instancecheck__(self, obj) -> bool:
+            return isinstance(obj, torch.Tensor) and obj.dtype == self.dtype and sim.index(obj) is not None
+
+        def __call__(self, *args, device=None):
+            index, implicit = sim.resolve(device)
+            with torch._C.DisableTorchFunction():
+                if not args:
+                    out = torch.empty(0, dtype=self.dtype)
+                elif len(args) == 1 and isinstance(args[0], torch.Tensor):
+                    out = args[0].to(self.dtype, copy=True)
+                elif len(args) == 1 and isinstance(args[0], (list, tuple)) and not isinstance(args[0], torch.Size):
+                    out = torch.tensor(args[0], dtype=self.dtype)
+                else:
+                    out = torch.empty(*args, dtype=self.dtype)
+            return sim.tag(out, index, implicit)
+
+    for name, dtype in TYPES.items():
+        stand_in = LegacyCudaType(name, getattr(torch, dtype))
+        by_name[f"torch.cuda.{name}"] = stand_in
+        if hasattr(torch.cuda, name):
+            set_attr(torch.cuda, name, stand_in)
+    sim.legacy_types = by_name
+
+    original_variable = torch.autograd.Variable
+
+    class _AnyTensor(type):
+        def __instancecheck__(cls, obj) -> bool:
+            return isinstance(obj, torch.Tensor)
+
+    class Variable(metaclass=_AnyTensor):
+        def __new__(cls, data=None, requires_grad: bool = False, volatile: bool = False, **_):
+            with torch._C.DisableTorchFunction():
+                out = original_variable(data, requires_grad=requires_grad)
+            return sim.tag(out, sim.index(data), new=False)
+
+    set_attr(torch.autograd, "Variable", Variable)
+    set_attr(torch.autograd.variable, "Variable", Variable)
+
+    saved: Dict[str, List[Optional[int]]] = {}
+    original_save, original_load = torch.save, torch.load
+
+    def save(obj, f, *args, **kwargs):
+        result = original_save(obj, f, *args, **kwargs)
+        if isinstance(f, (str, os.PathLike)):
+            saved[os.path.abspath(os.fspath(f))] = [sim.index(t) for t in _tensors(obj)]
+        return result
+
+    def load(f, map_location=None, *args, **kwargs):
+        if map_location is not None and not isinstance(map_location, dict) and not callable(map_location):
+            index, _ = sim.resolve(map_location)
+            out = original_load(f, "cpu", *args, **kwargs)
+            for t in _tensors(out):
+                sim.tag(t, index)
+            return out
+        if callable(map_location):
+            return original_load(f, map_location, *args, **kwargs)
+        locations: Dict[int, str] = {}
+        remap = map_location or {}
+
+        def record(storage, location):
+            locations[storage.data_ptr()] = remap.get(location, location)
+            return storage
+
+        out = original_load(f, record, *args, **kwargs)
+        known = saved.get(os.path.abspath(os.fspath(f))) if isinstance(f, (str, os.PathLike)) else None
+        for i, t in enumerate(_tensors(out)):
+            if known is not None and i < len(known):  # saved under the simulator: where it was
+                location = "cpu" if known[i] is None else f"cuda:{known[i]}"
+                location = remap.get(location, location)
+            else:  # a real checkpoint: where its storages say (already remapped)
+                location = locations.get(t.untyped_storage().data_ptr(), "cpu")
+            index, _ = sim.resolve(location) if location != "cpu" else (None, False)
+            sim.tag(t, index)
+        return out
+
+    set_attr(torch, "save", save)
+    set_attr(torch, "load", load)
+
+
+def tensor_type(sim, args, kwargs, func):
+    """``Tensor.type`` under the simulator, or NotImplemented to let torch answer."""
+    import torch
+
+    t = args[0]
+    target = args[1] if len(args) > 1 else kwargs.get("dtype")
+    index = sim.index(t)
+    if target is None:
+        name = func(t)
+        return name.replace("torch.", "torch.cuda.", 1) if index is not None else name
+    if isinstance(target, str):
+        target = sim.legacy_types.get(target, target)
+    if target in sim.legacy_types.values():
+        device_index, implicit = sim.resolve(None)  # the current device, as .cuda() would
+        with torch._C.DisableTorchFunction():
+            out = t.to(target.dtype, copy=index != device_index)
+        return sim.tag(out, device_index, implicit) if out is not t else t
+    return NotImplemented
+
+
+def _tensors(obj) -> List[Any]:
+    """The tensors of a saved object, in a fixed order (dicts in insertion order)."""
+    import torch
+
+    out: List[Any] = []
+
+    def walk(value) -> None:
+        if isinstance(value, torch.Tensor):
+            out.append(value)
+        elif isinstance(value, torch.nn.Module):
+            out.extend(value.parameters())
+            out.extend(value.buffers())
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    walk(obj)
+    return out

@@ -339,6 +339,11 @@ def _lint(args: argparse.Namespace) -> int:
         return 1 if changed and not args.exit_zero else 0
     out.write(report.concise(violations, unsafe))
     _summaries(results, unsafe, args, to_stdout=False)
+    if not args.quiet:
+        applied: Counter = Counter()
+        for r in results:
+            applied.update(r.applied)
+        sys.stderr.write(report.migration_report(applied, violations, unsafe))
     changed = any(r.changed for r in results)
     if args.exit_zero:
         return 0

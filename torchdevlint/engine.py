@@ -330,14 +330,17 @@ def apply_edits_mapped(text: str, edits: Sequence[Edit]) -> Tuple[str, List[Tupl
 
 # ------------------------------------------------------------------ verification
 def misplaced(text: str, chosen: Sequence[Violation]) -> Optional[str]:
-    """Why an edit would land on bytes other than those its rule saw, or None."""
+    """Why an edit would land on bytes other than those its rule saw, or None (the
+    comparison ignores how whitespace is laid out, nothing else)."""
     index = LineIndex(text)
     for v in chosen:
         for e in v.fix.edits:  # type: ignore[union-attr]
             if e.expected is None:
                 continue
             found = text[index.offset(e.start):index.offset(e.end)]
-            if found != e.expected:
+            # LibCST regenerates a multi-line node without its enclosing block's
+            # indentation: whitespace may differ, every other character may not
+            if found != e.expected and found.split() != e.expected.split():
                 return (f"the {v.code} edit at {e.start[0]}:{e.start[1] + 1} targets {_clip(found)} "
                         f"where the rule saw {_clip(e.expected)} (a position bug; please report it)")
     return None

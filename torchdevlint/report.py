@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -203,6 +204,52 @@ def summary(violations: Sequence[Violation], unsafe: bool) -> str:
     if hidden:
         extra.append(f"{hidden} more with `--unsafe-fixes`")
     return line + (f" ({'; '.join(extra)})" if extra else "") + ".\n"
+
+
+def why_left(v: Violation, unsafe: bool) -> str:
+    """Why a finding is still there after `fix`, in one normalised phrase (line numbers
+    and quoted code folded, so that equal reasons group together)."""
+    fix = v.fix
+    if fix is None:
+        reason = "no rewrite for this rule: change it by hand (`torchdevlint rule " + v.code + "`)"
+    elif fix.applies(True) and not unsafe:
+        reason = "needs --unsafe-fixes: " + (_parenthetical(fix.message) or "may change behaviour")
+    elif fix.applicability is Applicability.DISPLAY or not fix.edits:
+        inner = _parenthetical(fix.message) or fix.message
+        inner = re.sub(r"^(display only|Not rewritten): ", "", inner)
+        reason = "display only: " + (inner or "no safe rewrite")
+    else:
+        reason = "not applied: another fix of the same statement or block was rejected"
+    reason = re.sub(r"\bline \d+", "line N", reason)
+    reason = re.sub(r"`[^`]*`", lambda m: m.group(0) if len(m.group(0)) <= 30 else "`…`", reason)
+    return reason
+
+
+def _parenthetical(message: str) -> str:
+    """The reason in a fix message: the text of its last top-level parentheses."""
+    if "(" not in message or not message.endswith(")"):
+        m = re.match(r"^(Not rewritten|display only): (.*)$", message)
+        return m.group(2) if m else ""
+    depth, i = 0, len(message) - 1
+    while i >= 0:
+        depth += {")": 1, "(": -1}.get(message[i], 0)
+        if depth == 0:
+            return message[i + 1:-1]
+        i -= 1
+    return ""
+
+
+def migration_report(applied: Counter, remaining: Sequence[Violation], unsafe: bool) -> str:
+    """What `fix` converted, and what is left and why, per rule and per reason."""
+    lines = []
+    if applied:
+        lines.append("Converted: " + ", ".join(f"{code} {n}" for code, n in sorted(applied.items())) + "\n")
+    left = Counter((v.code, why_left(v, unsafe)) for v in remaining)
+    if left:
+        lines.append("Left, by rule and reason:\n")
+        for (code, reason), n in sorted(left.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
+            lines.append(f"  {code} {n:>5}  {reason}\n")
+    return "".join(lines)
 
 
 def statistics(violations: Sequence[Violation], unsafe: bool) -> str:

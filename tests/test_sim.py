@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import textwrap
 import threading
 
@@ -95,7 +97,27 @@ def test_sim_cli_consistent_script_passes_and_reports_cuda_1(tmp_path):
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout.decode().strip() == "cuda:1"
     err = r.stderr.decode()
-    assert "cuda:1: 3 tensors, 112 bytes" in err and "warning" not in err  # weight, bias, input
+    assert re.search(r"  cuda:1 \S{30} 3 tensors, 112 B\n", err) and "warning" not in err  # weight, bias, input
+    assert re.search(r"  cuda:0 \S{30} 0 tensors, 0 B\n", err)  # the idle GPU is shown too
+
+
+def test_sim_report_bars_and_json_file(tmp_path):
+    import json
+
+    f = _script(tmp_path, """
+        import torch
+        a = torch.zeros(256, device="cuda:0")
+        b = torch.zeros(64, device="cuda:1")
+    """)
+    r = cli("sim", "--gpus", "3", "--report", "placement.json", str(f), cwd=tmp_path,
+            env_extra={"PYTHONIOENCODING": "ascii"})
+    assert r.returncode == 0, r.stderr.decode()
+    err = r.stderr.decode()
+    assert "  cuda:0 " + "#" * 30 + " 1 tensor, 1.0 KiB\n" in err
+    assert "  cuda:1 " + "#" * 8 + "." * 22 + " 1 tensor, 256 B\n" in err
+    assert "  cuda:2 " + "." * 30 + " 0 tensors, 0 B\n" in err
+    data = json.loads((tmp_path / "placement.json").read_text())
+    assert data["devices"] == {"cuda:0": {"tensors": 1, "bytes": 1024}, "cuda:1": {"tensors": 1, "bytes": 256}}
 
 
 def test_sim_cli_calls_out_a_thread_on_cuda_0(tmp_path):
@@ -221,7 +243,7 @@ def test_sim_cli_simulates_spawned_ranks_and_their_process_groups(tmp_path):
     assert r.returncode == 0, r.stderr.decode()
     err = r.stderr.decode()
     assert "process 1 (a simulated child, 2 GPUs visible)" in err
-    assert "    cuda:1: 3 tensors, 1020 bytes" in err  # rank 1 placed its work on cuda:1 ...
+    assert re.search(r"    cuda:1 \S{30} 3 tensors, 1020 B\n", err)  # rank 1 placed its work on cuda:1 ...
     assert (f"warning: {original}:10: rank 1's NCCL process group has no device bound: "
             "its communicator is on cuda:0") in err  # ... but its communicator is on cuda:0
     r = cli("sim", "--gpus", "2", str(fixed), cwd=tmp_path)

@@ -67,7 +67,7 @@ own GPU, before and after `torchdevlint fix`. Needs torch (any CPU build).
 
 examples:
   torchdevlint sim --gpus 2 train.py --epochs 1
-  torchdevlint sim --gpus 4 --report json ddp_script.py 2> placement.json""",
+  torchdevlint sim --gpus 4 --report placement.json ddp_script.py""",
     "server": """\
 Speaks the Language Server Protocol on stdin/stdout: diagnostics as you type (the same
 engine and pyproject.toml settings as `check`), quick fixes labelled with their
@@ -139,8 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     _sub(sub, "rules", "list every rule with its fixability")
     sim = _sub(sub, "sim", "run a script under the CUDA simulator (needs torch)")
     sim.add_argument("--gpus", type=int, default=2, metavar="N", help="how many GPUs to pretend (default: 2)")
-    sim.add_argument("--report", choices=("text", "json", "none"), default="text",
-                     help="the placement report written to stderr at exit (default: text)")
+    sim.add_argument("--report", default="text", metavar="text|json|none|FILE.json",
+                     help="the placement report at exit: text (per-GPU bars) or json on stderr, "
+                          "none, or text on stderr and json into FILE.json (default: text)")
     sim.add_argument("script", help="the Python script to run")
     sim.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     _sub(sub, "server", "run the language server (LSP over stdio) for editors")

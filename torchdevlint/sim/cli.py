@@ -43,8 +43,56 @@ def run_script(script: str, args: List[str], gpus: int = 2, report: str = "text"
         sys.argv, sys.path = old_argv, old_path
     if report != "none":
         data = sim.report()
-        sys.stderr.write(json.dumps(data, indent=2) + "\n" if report == "json" else format_report(data))
+        if report == "json":
+            sys.stderr.write(json.dumps(data, indent=2) + "\n")
+        else:
+            sys.stderr.write(format_report(data))
+            if report != "text":  # a file for tools, beside the picture for people
+                try:
+                    with open(report, "w", encoding="utf-8") as fh:
+                        json.dump(data, fh, indent=2)
+                        fh.write("\n")
+                except OSError as exc:
+                    print(f"torchdevlint: error: cannot write the report to {report}: {exc.strerror}",
+                          file=sys.stderr)
+                    return status or 2
     return status
+
+
+BAR_WIDTH = 30
+
+
+def device_bars(data: dict) -> List[str]:
+    """One bar per simulated GPU (idle ones too: an idle GPU beside a full one is the
+    picture of a wrong placement), scaled to the busiest by bytes."""
+    if not data["devices"]:
+        return []
+    full, empty = ("\u2588", "\u00b7") if _unicode_ok() else ("#", ".")
+    gpus = max([data["gpus"]] + [int(d.split(":")[1]) + 1 for d in data["devices"]])
+    most = max(s["bytes"] for s in data["devices"].values()) or 1
+    out = []
+    for i in range(gpus):
+        stats = data["devices"].get(f"cuda:{i}", {"tensors": 0, "bytes": 0})
+        n = round(BAR_WIDTH * stats["bytes"] / most) if stats["bytes"] else 0
+        if stats["tensors"] and not n:
+            n = 1
+        bar = full * n + empty * (BAR_WIDTH - n)
+        out.append(f"  cuda:{i} {bar} {stats['tensors']} tensor{'s' if stats['tensors'] != 1 else ''}, "
+                   f"{_size(stats['bytes'])}")
+    return out
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"  # pragma: no cover
+
+
+def _unicode_ok() -> bool:
+    encoding = (getattr(sys.stderr, "encoding", None) or "").lower().replace("-", "")
+    return encoding in ("utf8", "utf16", "utf32")
 
 
 def format_report(data: dict, indent: str = "") -> str:
@@ -55,8 +103,7 @@ def format_report(data: dict, indent: str = "") -> str:
                  f"{'s' if data['gpus'] != 1 else ''} visible)"]
     if not data["devices"]:
         lines.append("  no tensor was placed on a simulated GPU")
-    for device, stats in data["devices"].items():
-        lines.append(f"  {device}: {stats['tensors']} tensors, {stats['bytes']} bytes")
+    lines += device_bars(data)
     for thread, devices in data["threads"].items():
         lines.append(f"  thread {thread!r} used {', '.join(devices)}")
     for s in data["suspicious"]:

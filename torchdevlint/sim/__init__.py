@@ -13,12 +13,14 @@ on the same device" error; an out-of-range index raises "invalid device ordinal"
 Process-level setup (``process.py``): ``CUDA_VISIBLE_DEVICES`` read once at the first
 CUDA use, late assignments reported; NCCL process groups as one-process gloo groups with
 the communicator's device recorded; ``mp.spawn``/``start_processes`` children simulated,
-each reporting under its process index.
+each reporting under its process index. Legacy PyTorch (``legacy.py``): the typed
+``torch.cuda.<T>Tensor`` constructors, ``Variable``, ``torch.save``/``torch.load``
+placement. The op-level mode is ``mode.py``; ``DataParallel``'s rules ``parallel.py``.
 
 Not modelled: GPU random numbers (the CPU generator is used, so values match the CPU
 run, not a GPU run), storages, real streams/events and their ordering, collectives
 across processes (each simulated process is a world of one), ``multiprocessing.Process``
-children, ``torch.load`` of files saved on a real GPU, custom autograd ``backward``
+children, custom autograd ``backward``
 bodies (they run outside the mode; their outputs take their inputs' devices).
 
 torch is imported lazily: the linter never needs this module.
@@ -35,7 +37,15 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from .legacy import patch_legacy, tensor_type
+from .legacy import patch_legacy
+from .mode import _make_mode
+from .parallel import (
+    _dp_gather,
+    _dp_parallel_apply,
+    _dp_replicate,
+    _dp_scatter,
+    _get_device_index,
+)
 from .process import (
     Group,
     VisibleDevices,
@@ -45,8 +55,8 @@ from .process import (
     patch_environment,
     patch_processes,
 )
+from .tags import _TAG, _invalid_ordinal, device_of  # noqa: F401  (device_of is public)
 
-_TAG = "_tdl_sim_device"  # attribute on a tensor: its logical CUDA index (absent: cpu)
 _HERE = __file__.rsplit("/", 1)[0]
 _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 
@@ -92,19 +102,6 @@ class SimState:
         self.local.bound = True  # this thread chose its device (set_device, a device block)
         if threading.get_ident() == self.main_thread:
             self.main_current = index
-
-
-def device_of(t) -> str:
-    """The logical device of a tensor under the simulator ("cpu" or "cuda:i")."""
-    index = getattr(t, _TAG, None)
-    return "cpu" if index is None else f"cuda:{index}"
-
-
-def _invalid_ordinal() -> RuntimeError:
-    return RuntimeError(
-        "CUDA error: invalid device ordinal\n"
-        "CUDA kernel errors might be asynchronously reported at some other API call, so the "
-        "stacktrace below might be incorrect.")
 
 
 def _user_frame() -> str:
@@ -371,265 +368,6 @@ class Simulator:
             "unbound_process_groups": group_warnings(self.state.groups),
             "children": self.children,
         }
-
-
-def _get_device_index(sim: Simulator):
-    def get(device, optional: bool = False, allow_cpu: bool = False) -> int:
-        if isinstance(device, int):
-            return device
-        index, _ = sim.resolve(device)
-        return -1 if index is None else index
-
-    return get
-
-
-# ---------------------------------------------------------------- DataParallel
-def _dp_scatter(sim: Simulator):
-    def scatter(self, inputs, kwargs, device_ids):
-        import torch
-
-        def split(obj):
-            if isinstance(obj, torch.Tensor):
-                chunks = obj.chunk(len(device_ids), self.dim)
-                return [sim.tag(c.clone(), sim._check(i)) for c, i in zip(chunks, device_ids)]
-            if isinstance(obj, (list, tuple)) and obj:
-                parts = [split(o) for o in obj]
-                n = min(len(p) for p in parts)
-                return [type(obj)(p[i] for p in parts) if not isinstance(obj, tuple) else tuple(p[i] for p in parts)
-                        for i in range(n)]
-            if isinstance(obj, dict) and obj:
-                parts = {k: split(v) for k, v in obj.items()}
-                n = min(len(p) for p in parts.values())
-                return [{k: v[i] for k, v in parts.items()} for i in range(n)]
-            return [obj for _ in device_ids]
-
-        scattered_inputs = split(tuple(inputs)) if inputs else []
-        scattered_kwargs = split(kwargs) if kwargs else []
-        n = max(len(scattered_inputs), len(scattered_kwargs))
-        scattered_inputs = list(scattered_inputs) + [() for _ in range(n - len(scattered_inputs))]
-        scattered_kwargs = list(scattered_kwargs) + [{} for _ in range(n - len(scattered_kwargs))]
-        return tuple(scattered_inputs), tuple(scattered_kwargs)
-
-    return scatter
-
-
-def _dp_replicate(sim: Simulator):
-    def replicate(self, module, device_ids):
-        replicas = []
-        modules = list(module.modules())
-        for device in device_ids:
-            index = sim._check(device)
-            copies = {id(m): m._replicate_for_data_parallel() for m in modules}
-            for m in modules:
-                r = copies[id(m)]
-                for name, child in m._modules.items():
-                    r._modules[name] = copies[id(child)] if child is not None else None
-                for key, p in m._parameters.items():
-                    if p is not None:
-                        r._parameters[key] = sim.tag(p.view_as(p), index, new=False)
-                for key, b in m._buffers.items():
-                    if b is not None:
-                        r._buffers[key] = sim.tag(b.view_as(b), index, new=False)
-            replicas.append(copies[id(module)])
-        return replicas
-
-    return replicate
-
-
-def _dp_parallel_apply(sim: Simulator):
-    def parallel_apply(self, replicas, inputs, kwargs):
-        import torch
-
-        outputs = []
-        for replica, args, kw, device in zip(replicas, inputs, kwargs, self.device_ids):
-            with torch.cuda.device(device):  # as torch's worker threads do
-                if not isinstance(args, (list, tuple)):
-                    args = (args,)
-                outputs.append(replica(*args, **kw))
-        return outputs
-
-    return parallel_apply
-
-
-def _dp_gather(sim: Simulator):
-    def gather(self, outputs, output_device):
-        import torch
-
-        index = None if output_device == -1 else sim._check(
-            output_device if isinstance(output_device, int) else sim.resolve(output_device)[0])
-
-        def join(items):
-            first = items[0]
-            if isinstance(first, torch.Tensor):
-                moved = [sim.tag(t.clone(), index, new=False) for t in items]
-                return torch.cat(moved, self.dim) if first.dim() else torch.stack(moved)
-            if isinstance(first, dict):
-                return type(first)({k: join([d[k] for d in items]) for k in first})
-            if isinstance(first, (list, tuple)):
-                return type(first)(join(list(parts)) for parts in zip(*items))
-            return first
-
-        return join(outputs)
-
-    return gather
-
-
-# ---------------------------------------------------------------- the mode
-_MOVE_PROPS = {"device", "is_cuda", "data", "grad"}
-# ops torch allows across devices (they copy into their first argument)
-_CROSS_DEVICE_OK = {"_has_compatible_shallow_copy_type", "copy_", "__setitem__", "set_",
-                    "is_set_to", "__repr__", "__format__", "__str__", "_is_view", "data_ptr",
-                    "size", "dim", "numel", "element_size", "is_floating_point", "requires_grad_",
-                    "detach", "detach_", "__len__", "__bool__", "item", "tolist", "__hash__",
-                    "_version", "is_contiguous", "stride", "storage_offset", "_grad_fn"}
-
-
-def _make_mode(sim: Simulator):
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    Tensor = torch.Tensor
-    parse_to_func = torch._C._nn._parse_to
-
-    def tensors_in(obj, out):
-        if isinstance(obj, Tensor):
-            out.append(obj)
-        elif isinstance(obj, (list, tuple)):
-            for o in obj:
-                tensors_in(o, out)
-        elif isinstance(obj, dict):
-            for o in obj.values():
-                tensors_in(o, out)
-        return out
-
-    def common_device(func_name, args, kwargs) -> Optional[int]:
-        found = tensors_in(args, [])
-        tensors_in(kwargs, found)
-        devices = []
-        for t in found:
-            index = getattr(t, _TAG, None)
-            if index is None and t.dim() == 0:
-                continue  # a 0-dim CPU tensor may mix with CUDA tensors, as in torch
-            if index not in devices:
-                devices.append(index)
-        if len(devices) > 1:
-            names = ["cpu" if d is None else f"cuda:{d}" for d in devices[:2]]
-            raise RuntimeError(
-                "Expected all tensors to be on the same device, but found at least two devices, "
-                f"{names[0]} and {names[1]}! (when checking argument for {func_name})")
-        if devices:
-            return devices[0]
-        # only 0-dim CPU tensors, or none at all
-        tagged = [getattr(t, _TAG, None) for t in found if getattr(t, _TAG, None) is not None]
-        return tagged[0] if tagged else None
-
-    def parse_to(args, kwargs):
-        """The device a Tensor.to(...) call asks for: (found, device)."""
-        device = kwargs.get("device", None)
-        if "device" in kwargs:
-            return True, device
-        for a in args:
-            if isinstance(a, (str, torch.device, int)) and not isinstance(a, bool):
-                return True, a
-            if isinstance(a, Tensor):
-                index = getattr(a, _TAG, None)
-                return True, "cpu" if index is None else torch.device("cuda", index)
-        return False, None
-
-    class Mode(TorchFunctionMode):
-        def __torch_function__(self, func, types_, args=(), kwargs=None):
-            kwargs = dict(kwargs or {})
-            name = getattr(func, "__name__", "")
-            owner = getattr(func, "__self__", None)
-            if name in ("__get__", "__set__") and getattr(owner, "__name__", None) in _MOVE_PROPS:
-                return self._prop(owner.__name__, name, func, args)
-            if func is Tensor.cuda:
-                return self._move(args[0], *self._cuda_target(args, kwargs), kwargs, cuda_call=True)
-            if func is Tensor.cpu:
-                return self._move(args[0], None, False, {}, cuda_call=False)
-            if func is Tensor.to:
-                found, device = parse_to(args[1:], kwargs)
-                rest = [a for a in args[1:] if not (isinstance(a, (str, torch.device, int, Tensor))
-                                                     and not isinstance(a, bool))]
-                kw = {k: v for k, v in kwargs.items() if k != "device"}
-                if not found:
-                    out = func(args[0], *rest, **kw)
-                    return sim.tag(out, getattr(args[0], _TAG, None), new=False)
-                index, implicit = sim.resolve(device)
-                return self._move(args[0], index, implicit, kw, cuda_call=False, rest=rest)
-            if func is parse_to_func:  # Module.to(1): an int is a CUDA index
-                args = tuple(torch.device("cuda", a) if isinstance(a, int) and not isinstance(a, bool) else a
-                             for a in args)
-                if isinstance(kwargs.get("device"), int) and not isinstance(kwargs["device"], bool):
-                    kwargs["device"] = torch.device("cuda", kwargs["device"])
-                return func(*args, **kwargs)
-            if func is Tensor.type:
-                out = tensor_type(sim, args, kwargs, func)
-                if out is not NotImplemented:
-                    return out
-            if func is Tensor.get_device:
-                index = getattr(args[0], _TAG, None)
-                return -1 if index is None else index
-            if func is Tensor.pin_memory:
-                return sim.tag(args[0].clone(), None, new=False)
-            if func is Tensor.is_pinned:
-                return False
-            if "device" in kwargs and kwargs["device"] is not None:
-                index, implicit = sim.resolve(kwargs["device"])
-                kwargs["device"] = "cpu"
-                out = func(*args, **kwargs)
-                return sim.tag(out, index, implicit)
-            if name in _CROSS_DEVICE_OK:
-                out = func(*args, **kwargs)  # a copy into self: self's device wins
-                if args and isinstance(args[0], Tensor) and isinstance(out, Tensor):
-                    sim.tag(out, getattr(args[0], _TAG, None), new=False)
-                return out
-            if name == "numpy" and args and getattr(args[0], _TAG, None) is not None:
-                raise TypeError(f"can't convert cuda:{getattr(args[0], _TAG)} device type tensor to numpy. "
-                                "Use Tensor.cpu() to copy the tensor to host memory first.")
-            index = common_device(getattr(func, "__qualname__", name), args, kwargs)
-            out = func(*args, **kwargs)
-            if index is not None:
-                sim.tag(out, index, new=False)
-            return out
-
-        def _cuda_target(self, args, kwargs):
-            device = kwargs.pop("device", None)
-            if device is None and len(args) > 1:
-                device = args[1]
-            return sim.resolve(device)
-
-        def _move(self, t, index, implicit, kwargs, cuda_call, rest=()):
-            if index is not None and index >= sim.state.gpus:
-                raise _invalid_ordinal()
-            current = getattr(t, _TAG, None)
-            dtype_change = any(isinstance(a, torch.dtype) for a in rest) or "dtype" in kwargs
-            kw = {k: v for k, v in kwargs.items() if k in ("dtype", "copy", "memory_format")}
-            if current == index and not dtype_change and not kw.get("copy"):
-                return t  # nothing moves: torch returns the tensor itself
-            with torch._C.DisableTorchFunction():
-                out = t.to("cpu", *rest, copy=True, **{k: v for k, v in kw.items() if k != "copy"})
-            return sim.tag(out, index, implicit)
-
-        def _prop(self, prop, kind, func, args):
-            t = args[0]
-            if kind == "__get__":
-                index = getattr(t, _TAG, None)
-                if prop == "device":
-                    return torch.device("cpu") if index is None else torch.device("cuda", index)
-                if prop == "is_cuda":
-                    return index is not None
-                out = func(*args)
-                if out is not None:
-                    sim.tag(out, index, new=False)  # .data and .grad live where the tensor lives
-                return out
-            value = args[1] if len(args) > 1 else None
-            func(*args)
-            if prop == "data" and isinstance(value, Tensor):
-                sim.tag(t, getattr(value, _TAG, None), new=False)
-            return None
-
-    return Mode()
 
 
 @contextlib.contextmanager

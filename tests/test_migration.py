@@ -42,6 +42,8 @@ def test_fix_ends_with_what_was_converted_and_what_is_left_and_why(tmp_path):
     (tmp_path / "train.py").write_text(
         "import torch\n\nx = torch.cuda.FloatTensor(2, 3)\ny = torch.zeros(1).cuda()\n"
         "torch.cuda.set_device(0)\n")
+    r = cli("fix", "--no-cache", "--diff", "--unsafe-fixes", ".", cwd=tmp_path)
+    assert "Would convert: TDL001 1, TDL005 1" in r.stderr.decode()
     r = cli("fix", "--no-cache", ".", cwd=tmp_path)
     report = r.stderr.decode()
     assert "Left, by rule and reason:\n" in report

@@ -336,21 +336,27 @@ def _lint(args: argparse.Namespace) -> int:
         for r in results:
             out.write(r.diff)
         _summaries(results, unsafe, args, to_stdout=False)
+        _migration(results, violations, unsafe, args, dry_run=True)
         changed = any(r.changed for r in results)
         return 1 if changed and not args.exit_zero else 0
     out.write(report.concise(violations, unsafe))
     _summaries(results, unsafe, args, to_stdout=False)
-    if not args.quiet:
-        applied: Counter = Counter()
-        for r in results:
-            applied.update(r.applied)
-        sys.stderr.write(report.migration_report(applied, violations, unsafe))
+    _migration(results, violations, unsafe, args, dry_run=False)
     changed = any(r.changed for r in results)
     if args.exit_zero:
         return 0
     if violations or (changed and args.exit_non_zero_on_fix):
         return 1
     return 0
+
+
+def _migration(results, violations, unsafe: bool, args: argparse.Namespace, dry_run: bool) -> None:
+    if args.quiet:
+        return
+    applied: Counter = Counter()
+    for r in results:
+        applied.update(r.applied)
+    sys.stderr.write(report.migration_report(applied, violations, unsafe, dry_run))
 
 
 def _add_noqa(results, args: argparse.Namespace) -> int:

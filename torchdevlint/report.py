@@ -239,11 +239,13 @@ def _parenthetical(message: str) -> str:
     return ""
 
 
-def migration_report(applied: Counter, remaining: Sequence[Violation], unsafe: bool) -> str:
-    """What `fix` converted, and what is left and why, per rule and per reason."""
+def migration_report(applied: Counter, remaining: Sequence[Violation], unsafe: bool,
+                     dry_run: bool = False) -> str:
+    """What `fix` converted (or, with --diff, would convert), and what is left and why,
+    per rule and per reason."""
     lines = []
     if applied:
-        lines.append("Converted: " + ", ".join(f"{code} {n}" for code, n in sorted(applied.items())) + "\n")
+        lines.append(("Would convert: " if dry_run else "Converted: ") + ", ".join(f"{code} {n}" for code, n in sorted(applied.items())) + "\n")
     left = Counter((v.code, why_left(v, unsafe)) for v in remaining)
     if left:
         lines.append("Left, by rule and reason:\n")

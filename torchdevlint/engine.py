@@ -79,9 +79,10 @@ def run_big_stack(fn: Callable[..., T], *args) -> T:
 
 # ---------------------------------------------------------------------- check
 def check_source(text: str, filename: str = "-", settings: Settings = Settings(),
-                 apply_noqa: bool = True) -> List[Violation]:
+                 apply_noqa: bool = True, project=None) -> List[Violation]:
     """Findings for one module's text, sorted, with ``# noqa`` applied (flake8 applies
-    its own, so its plugin passes ``apply_noqa=False``)."""
+    its own, so its plugin passes ``apply_noqa=False``). ``project`` (a CLI run's index
+    of its files) may make fixes surer; it never changes what is found."""
     codes = settings.enabled_codes(filename)
     rules = [r for r in RULES if r.code in codes and r.may_fire(text)]  # rules that need less get less
     if not rules:
@@ -89,7 +90,7 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
     # CPython's own parser first, at the normal recursion limit: exact syntax errors,
     # and inputs too deep for it never reach LibCST (whose parser crashes on them)
     error = python_syntax_error(text)
-    found = [error] if error is not None else run_big_stack(_analyse, text, rules, settings.device_name)
+    found = [error] if error is not None else run_big_stack(_analyse, text, rules, settings.device_name, project)
     found = [v for v in found if v.code in codes]
     noqa = noqa_map(text) if found and apply_noqa else {}
     kept = [
@@ -100,14 +101,14 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
     return sorted(kept, key=Violation.sort_key)
 
 
-def _analyse(text: str, rules: Sequence[Rule], device_name: str) -> List[Violation]:
+def _analyse(text: str, rules: Sequence[Rule], device_name: str, project=None) -> List[Violation]:
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         line, col = _libcst_position(exc)
         return [tool_finding("TDL900", f"LibCST cannot parse this file: {exc.message}", line, col)]
     try:
-        analysis = Analysis(module, device_name, text)
+        analysis = Analysis(module, device_name, text, project)
     except RecursionError:
         return [tool_finding("TDL902", "the file is nested too deeply to analyse")]
     found: List[Violation] = []
@@ -215,12 +216,12 @@ class FixOutcome:
 
 
 def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
-               unsafe: bool = False) -> FixOutcome:
+               unsafe: bool = False, project=None) -> FixOutcome:
     """Apply fixes, re-check, repeat until stable (bounded); verify every round."""
     original = text
     outcome = FixOutcome(text)
     for _ in range(MAX_FIX_ROUNDS):
-        found = check_source(text, filename, settings)
+        found = check_source(text, filename, settings, project=project)
         chosen = _choose(found, text, unsafe)
         if not chosen:
             outcome.remaining = found
@@ -240,13 +241,13 @@ def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
         text = new_text
         outcome.applied.update(v.code for v in chosen)
     else:
-        outcome.remaining = check_source(text, filename, settings)
+        outcome.remaining = check_source(text, filename, settings, project=project)
         if any(v.fix and v.fix.applies(unsafe) for v in outcome.remaining):
             # fixes that keep finding more to fix are a bug: nothing of it is written
             outcome.rejected.append(tool_finding(
                 "TDL903", f"fixes did not settle after {MAX_FIX_ROUNDS} rounds: nothing written",
                 1, 0, filename))
-            outcome.remaining = check_source(original, filename, settings)
+            outcome.remaining = check_source(original, filename, settings, project=project)
             outcome.applied = Counter()
             text = original
     outcome.text = text if text != original else original

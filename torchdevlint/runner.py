@@ -23,6 +23,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from . import __version__
 from .engine import check_source, fix_source, may_match, tool_finding
 from .model import Applicability, Edit, Fix, Violation
+from .analysis.receivers import UNPROVEN_RECEIVER
+from .project import ProjectIndex, build_index
 from .rules import BY_CODE
 from .settings import ConfigError, Settings
 from .source import DecodeError, decode, shown
@@ -42,6 +44,7 @@ class Job:
     # real paths of what the run was asked to fix: a symlink whose target lies outside
     # them is reported, not written (None: no limit)
     roots: Optional[Tuple[str, ...]] = None
+    project: Optional[ProjectIndex] = None  # the run's index of its files (fix applicability)
 
 
 @dataclass
@@ -152,9 +155,9 @@ def process(job: Job) -> FileResult:
         return result
     result.parsed = True
     if job.mode == "check":
-        result.violations = check_source(source.text, job.path, job.settings)
+        result.violations = check_source(source.text, job.path, job.settings, project=job.project)
         return result
-    outcome = fix_source(source.text, job.path, job.settings, unsafe=job.unsafe)
+    outcome = fix_source(source.text, job.path, job.settings, unsafe=job.unsafe, project=job.project)
     result.violations = sorted(outcome.remaining + outcome.rejected, key=Violation.sort_key)
     if not outcome.changed:
         return result
@@ -198,9 +201,10 @@ def _process_notebook(job: Job, data: bytes, result: FileResult) -> FileResult:
         result.violations = [tool_finding("TDL900", str(exc), filename=job.path)]
         return result
     if job.mode == "check":
-        result.violations = [_in_cell(nb, v) for v in check_source(nb.module, job.path, job.settings)]
+        result.violations = [_in_cell(nb, v) for v in check_source(nb.module, job.path, job.settings,
+                                                                   project=job.project)]
         return result
-    outcome = fix_source(nb.module, job.path, job.settings, unsafe=job.unsafe)
+    outcome = fix_source(nb.module, job.path, job.settings, unsafe=job.unsafe, project=job.project)
     new_raw = nb.with_module(outcome.text) if outcome.changed else raw
     after = Notebook(new_raw) if new_raw != raw else nb  # where what is left now lies
     result.violations = [_in_cell(after, v) for v in sorted(outcome.remaining + outcome.rejected,
@@ -527,9 +531,9 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
     pending: List[Job] = []
     digests: Dict[str, str] = {}
     bar = Progress(len(paths), "torchdevlint " + mode, progress)
+    real_roots = tuple(os.path.realpath(r) for r in roots) if roots is not None else None
     for path in paths:
-        job = Job(path, mode, unsafe, settings,
-                  roots=tuple(os.path.realpath(r) for r in roots) if roots is not None else None)
+        job = Job(path, mode, unsafe, settings, roots=real_roots)
         if mode == "check" and cache is not None and cache.enabled:
             try:
                 data = read_source(path)
@@ -549,19 +553,46 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
             digests[path] = digest
             job.data = data
         pending.append(job)
-    if jobs > 1 and len(pending) >= 2 * jobs:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for result in pool.map(process, pending, chunksize=max(1, len(pending) // (jobs * 8))):
-                results[result.path] = result
-                bar.advance()
-    else:
-        for job in pending:
-            result = process(job)
-            results[result.path] = result
-            bar.advance()
+    for result in _process_all(pending, jobs):
+        results[result.path] = result
+        bar.advance()
     bar.close()
-    if cache is not None:
+    if cache is not None:  # single-file knowledge only: what every front would say
         for path, digest in digests.items():
             cache.put(path, digest, results[path].violations)
         cache.save()
+    _with_project(paths, results, mode, unsafe, settings, real_roots, jobs)
     return [results[p] for p in paths]
+
+
+def _process_all(pending: List[Job], jobs: int):
+    if jobs > 1 and len(pending) >= 2 * jobs:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            yield from pool.map(process, pending, chunksize=max(1, len(pending) // (jobs * 8)))
+    else:
+        for job in pending:
+            yield process(job)
+
+
+def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, unsafe: bool,
+                  settings: Settings, roots, jobs: int) -> None:
+    """The whole-run pass: files whose fixes stayed unsafe only because a receiver was
+    not provably torch are looked at again with an index of the classes their imports
+    reach among the run's files (``project``). Only fixes can change, never findings."""
+    if len(paths) < 2:
+        return
+    needy = [p for p in paths if any(
+        v.fix is not None and v.fix.applicability is Applicability.UNSAFE and UNPROVEN_RECEIVER in v.fix.message
+        for v in results[p].violations)]
+    if not needy:
+        return
+    project = build_index(paths, read_source, seeds=needy)
+    if not any(project.classes.values()):
+        return
+    again = [Job(p, mode, unsafe, settings, roots=roots, project=project) for p in needy]
+    for result in _process_all(again, jobs):
+        first = results[result.path]
+        if mode == "fix" and not result.fixed_text:  # the first pass is already written
+            result.applied = first.applied + result.applied
+            result.changed = first.changed or result.changed
+        results[result.path] = result

@@ -46,6 +46,7 @@ class _Collector(cst.CSTVisitor):
         # every import of torch or a torch submodule: (statement line, is it a
         # top-level statement of the module, the names it binds to torch itself)
         self.torch_imports: List[tuple] = []
+        self.star_imports: List[str] = []  # modules of `from M import *` at module level
         self.counter = 0
         self.open_calls: List[CallSite] = []
         # the branches the visitor is in, per scope (a function body starts afresh)
@@ -324,9 +325,15 @@ class _Collector(cst.CSTVisitor):
             self.names_used.add(local)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        # relative modules keep their dots (``.models``): only the whole-run index
+        # (``project``) can tell what they are
+        base = "." * len(node.relative) + (_dotted(node.module) if node.module is not None else "")
+        if isinstance(node.names, cst.ImportStar):
+            if self.scope is self.module_scope:
+                self.star_imports.append(base)
             return
-        base = _dotted(node.module)
+        if not base.strip("."):
+            return  # `from . import x`: a module, not a class
         if base.split(".")[0] == "torch":
             self._torch_import(node, [])
         for alias in node.names:

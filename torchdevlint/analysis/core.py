@@ -31,8 +31,10 @@ from .resolution import ResolutionMixin
 class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin, ParallelMixin):
     """Facts about one module. Build with ``Analysis(module)``."""
 
-    def __init__(self, module: cst.Module, device_name: str = "device", text: Optional[str] = None):
+    def __init__(self, module: cst.Module, device_name: str = "device", text: Optional[str] = None,
+                 project=None):
         self.module = module
+        self.project = project  # the run's ``project.ProjectIndex`` (CLI runs over a tree), or None
         # LibCST round-trips almost exactly: it drops form feeds before a top-level
         # statement. Positions are LibCST's; ``range`` maps them onto ``text``.
         self.text = module.code if text is None else text
@@ -50,6 +52,7 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         self._top_of: Dict[cst.CSTNode, cst.CSTNode] = collector.top_of
         self.torch_imports = collector.torch_imports
         self.complete_ifs = collector.complete_ifs
+        self.star_imports = collector.star_imports
         self._ranges: Dict[cst.CSTNode, Dict] = {}
         self.memo: Dict[str, Dict] = {}  # per-module caches for fix helpers
         for site in self.calls:  # document order: a with-item call precedes its block

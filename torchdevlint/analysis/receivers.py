@@ -46,6 +46,7 @@ _TENSOR_CLASSES = frozenset(
 _MODULE_CONSTRUCTOR_PREFIXES = ("torch.nn.", "torchvision.models.", "timm.create_model")
 _NOT_MODULE_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
                                       "torch.nn.init", "torch.nn.functional", "torch.nn.utils"})
+UNPROVEN_RECEIVER = "the receiver may not be a torch tensor or module"  # a fix's reason
 _CYCLE = "<cycle>"  # a name whose value depends on itself, while it is being typed
 
 
@@ -71,22 +72,37 @@ def _kind_of_torch_callable(q: str) -> Optional[str]:
     return None
 
 
+def _module_kind(facts) -> Optional[str]:
+    """'module' for a class of the run that is an nn.Module without its own ``cuda``."""
+    return "module" if facts is not None and facts[0] and not facts[1] else None
+
+
 class ReceiversMixin:
     # ------------------------------------------------------------- value typing
-    def torch_kind(self, expr: cst.BaseExpression, scope: Scope, _depth: int = 0) -> Optional[str]:
-        """'tensor' or 'module' when ``expr`` is provably one, else None."""
+    def torch_kind(self, expr: cst.BaseExpression, scope: Scope, _depth: int = 0,
+                   use_project: bool = False) -> Optional[str]:
+        """'tensor' or 'module' when ``expr`` is provably one, else None. With
+        ``use_project``, classes of the run's other files count too (fix applicability
+        only: what is found never depends on other files)."""
         if _depth > 12:
             return None
         if isinstance(expr, cst.Call):
             func = expr.func
             q = self.qualname(func, scope)
             if q is not None:
-                return _kind_of_torch_callable(q)
+                kind = _kind_of_torch_callable(q)
+                if kind is None and use_project:
+                    kind = self._project_kind(q)
+                return kind
             klass = self.local_class(func, scope)
             if klass is not None:
                 return "module" if self.is_module_class(klass) else None
+            if use_project and isinstance(func, cst.Name) and self.star_imports:
+                owner, _ = self.lookup(func.value, scope)
+                if owner is None and self.project is not None:
+                    return _module_kind(self.project.star(self.star_imports, func.value))
             if isinstance(func, cst.Attribute):
-                inner = self.torch_kind(func.value, scope, _depth + 1)
+                inner = self.torch_kind(func.value, scope, _depth + 1, use_project)
                 method = func.attr.value
                 if inner == _CYCLE and method in TENSOR_METHODS | MODULE_METHODS:
                     return _CYCLE
@@ -101,7 +117,7 @@ class ReceiversMixin:
                 return _CYCLE  # x = x.float(): the other bindings decide
             self._typing.add(key)
             try:
-                return self._kind_of_bindings(self.values_of(expr.value, scope), _depth)
+                return self._kind_of_bindings(self.values_of(expr.value, scope), _depth, use_project)
             finally:
                 self._typing.discard(key)
         if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
@@ -109,8 +125,13 @@ class ReceiversMixin:
             klass = self.enclosing_class(scope)
             if klass is not None and expr.attr.value in klass.self_attrs:
                 values = [(v, klass.scope) for v in klass.self_attrs[expr.attr.value]]
-                return self._kind_of_bindings(values, _depth)
+                return self._kind_of_bindings(values, _depth, use_project)
         return None
+
+    def _project_kind(self, qualname: str) -> Optional[str]:
+        if self.project is None:
+            return None
+        return _module_kind(self.project.lookup(qualname))
 
     def values_of(self, name: str, scope: Scope) -> Optional[List[Tuple[cst.BaseExpression, Scope]]]:
         owner, imported = self.lookup(name, scope)
@@ -123,9 +144,9 @@ class ReceiversMixin:
             values.append((b.value, owner))
         return values
 
-    def _kind_of_bindings(self, values, depth: int) -> Optional[str]:
+    def _kind_of_bindings(self, values, depth: int, use_project: bool = False) -> Optional[str]:
         if not values:
             return None
-        kinds = {self.torch_kind(v, s, depth + 1) for v, s in values}
+        kinds = {self.torch_kind(v, s, depth + 1, use_project) for v, s in values}
         kinds.discard(_CYCLE)
         return kinds.pop() if len(kinds) == 1 else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ..analysis.receivers import UNPROVEN_RECEIVER
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, is_storage
 
@@ -127,8 +128,8 @@ class BareCudaCall(Rule):
         for site, verdict in sites:
             call = site.node
             receiver = call.func.value  # type: ignore[union-attr]
-            kind = analysis.torch_kind(receiver, site.scope)
-            reasons = [] if kind is not None else ["the receiver may not be a torch tensor or module"]
+            kind = analysis.torch_kind(receiver, site.scope, use_project=True)
+            reasons = [] if kind is not None else [UNPROVEN_RECEIVER]
             edits: list = []
             defines: frozenset = frozenset()
             forward = analysis.devices.forward_input(site) if verdict.device is None else None

@@ -1,0 +1,86 @@
+"""Whole-run knowledge (#12): classes of sibling files make fixes surer, never findings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from helpers import cli
+
+MODELS = '''\
+import torch.nn as nn
+
+
+class Base(nn.Module):
+    pass
+
+
+class Generator(Base):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+
+class Quantized:
+    def cuda(self):
+        return self
+'''
+
+TRAIN = '''\
+import torch
+from .models import Generator, Quantized
+from pkg.models import *
+
+device = torch.device("cuda")
+
+
+def main():
+    g = Generator().cuda()
+    q = Quantized().cuda()
+    b = Base()
+    b.cuda()
+    return g, q, b
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _project(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "models.py").write_text(MODELS)
+    (tmp_path / "pkg" / "train.py").write_text(TRAIN)
+
+
+def _applicability(out: bytes):
+    return [(v["location"]["row"], v["fix"]["applicability"]) for v in json.loads(out)]
+
+
+def test_sibling_classes_make_fixes_safe_but_findings_do_not_change(tmp_path):
+    _project(tmp_path)
+    alone = cli("check", "--no-cache", "--output-format", "json", "pkg/train.py", cwd=tmp_path).stdout
+    tree = cli("check", "--no-cache", "--output-format", "json", ".", cwd=tmp_path).stdout
+    assert _applicability(alone) == [(9, "unsafe"), (10, "unsafe"), (12, "unsafe")]
+    # a relative import and a star import of nn.Module subclasses: safe; a class with
+    # its own cuda() stays unsafe
+    assert _applicability(tree) == [(9, "safe"), (10, "unsafe"), (12, "safe")]
+    flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "TDL", "pkg/train.py"],
+                            cwd=tmp_path, capture_output=True, text=True).stdout
+    assert [line.split(" ")[0] for line in flake8.splitlines()] == \
+        ["pkg/train.py:9:9:", "pkg/train.py:10:9:", "pkg/train.py:12:5:"]  # the same findings
+    cli("fix", "--no-cache", ".", cwd=tmp_path)
+    fixed = (tmp_path / "pkg" / "train.py").read_text()
+    assert "g = Generator().to(device)" in fixed and "b.to(device)" in fixed
+    assert "q = Quantized().cuda()" in fixed
+
+
+def test_the_cache_keeps_tree_and_single_file_answers_apart(tmp_path):
+    _project(tmp_path)
+    tree = cli("check", "--output-format", "json", ".", cwd=tmp_path).stdout
+    alone = cli("check", "--output-format", "json", "pkg/train.py", cwd=tmp_path).stdout
+    again = cli("check", "--output-format", "json", ".", cwd=tmp_path).stdout
+    assert _applicability(tree) == _applicability(again) == [(9, "safe"), (10, "unsafe"), (12, "safe")]
+    assert _applicability(alone) == [(9, "unsafe"), (10, "unsafe"), (12, "unsafe")]

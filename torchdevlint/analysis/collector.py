@@ -25,6 +25,16 @@ from .facts import (  # noqa: F401
 )
 
 
+# the parts of compound statements that run only on some paths, and how ``cond`` names them
+_BRANCHES = {
+    (cst.If, "body"): "body", (cst.If, "orelse"): "orelse",
+    (cst.For, "body"): "loop", (cst.For, "orelse"): "loop-else",
+    (cst.While, "body"): "loop", (cst.While, "orelse"): "loop-else",
+    (cst.Try, "body"): "try", (cst.Try, "orelse"): "try-else",
+    (cst.TryStar, "body"): "try", (cst.TryStar, "orelse"): "try-else",
+}
+
+
 class _Collector(cst.CSTVisitor):
     """The single pass that records raw facts."""
 
@@ -84,67 +94,18 @@ class _Collector(cst.CSTVisitor):
     def _leave(self) -> None:
         self.conds[-1].pop()
 
-    def visit_If_body(self, node: cst.If) -> None:
-        self._enter(node, "body")
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        part = _BRANCHES.get((type(node), attribute))
+        if part is not None:
+            if part == "orelse" and getattr(node, "orelse", None) is not None:
+                self.complete_ifs.add(id(node))
+            self._enter(node, part)
+        super().on_visit_attribute(node, attribute)
 
-    def leave_If_body(self, node: cst.If) -> None:
-        self._leave()
-
-    def visit_If_orelse(self, node: cst.If) -> None:
-        if node.orelse is not None:
-            self.complete_ifs.add(id(node))
-        self._enter(node, "orelse")
-
-    def leave_If_orelse(self, node: cst.If) -> None:
-        self._leave()
-
-    def visit_For_body(self, node: cst.For) -> None:
-        self._enter(node, "loop")
-
-    def leave_For_body(self, node: cst.For) -> None:
-        self._leave()
-
-    def visit_For_orelse(self, node: cst.For) -> None:
-        self._enter(node, "loop-else")
-
-    def leave_For_orelse(self, node: cst.For) -> None:
-        self._leave()
-
-    def visit_While_body(self, node: cst.While) -> None:
-        self._enter(node, "loop")
-
-    def leave_While_body(self, node: cst.While) -> None:
-        self._leave()
-
-    def visit_While_orelse(self, node: cst.While) -> None:
-        self._enter(node, "loop-else")
-
-    def leave_While_orelse(self, node: cst.While) -> None:
-        self._leave()
-
-    def visit_Try_body(self, node: cst.Try) -> None:
-        self._enter(node, "try")
-
-    def leave_Try_body(self, node: cst.Try) -> None:
-        self._leave()
-
-    def visit_Try_orelse(self, node: cst.Try) -> None:
-        self._enter(node, "try-else")
-
-    def leave_Try_orelse(self, node: cst.Try) -> None:
-        self._leave()
-
-    def visit_TryStar_body(self, node: cst.TryStar) -> None:
-        self._enter(node, "try")
-
-    def leave_TryStar_body(self, node: cst.TryStar) -> None:
-        self._leave()
-
-    def visit_TryStar_orelse(self, node: cst.TryStar) -> None:
-        self._enter(node, "try-else")
-
-    def leave_TryStar_orelse(self, node: cst.TryStar) -> None:
-        self._leave()
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        super().on_leave_attribute(original_node, attribute)
+        if (type(original_node), attribute) in _BRANCHES:
+            self._leave()
 
     def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         self._leave()

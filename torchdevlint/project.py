@@ -28,13 +28,8 @@ class ProjectIndex:
     def lookup(self, qualname: str) -> Optional[ClassFacts]:
         """Facts for ``pkg.models.Generator`` or ``.models.Generator`` (a relative import):
         matched on the longest module suffix the index knows."""
-        name = qualname.lstrip(".")
-        parts = name.split(".")
-        for i in range(len(parts) - 1):
-            facts = self.classes.get(".".join(parts[i:]))
-            if facts is not None or ".".join(parts[i:]) in self.classes:
-                return facts
-        return None
+        key = _suffix_hit(qualname, self.classes)
+        return self.classes[key] if key is not None else None
 
     def star(self, modules: Iterable[str], name: str) -> Optional[ClassFacts]:
         """Facts for ``name`` brought in by ``from <module> import *``."""
@@ -216,6 +211,7 @@ def _torch_module(qualname: str) -> bool:
 
 
 def _suffix_hit(qualname: str, raw: Dict[str, object]) -> Optional[str]:
+    """The longest ``module.Class`` suffix of ``qualname`` that ``raw`` has as a key."""
     parts = qualname.lstrip(".").split(".")
     for i in range(len(parts) - 1):
         key = ".".join(parts[i:])

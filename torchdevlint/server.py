@@ -164,15 +164,6 @@ def _utf16(line: str, column: int) -> int:
     return len(line[:column].encode("utf-16-le")) // 2
 
 
-def _codepoints(line: str, units: int) -> int:
-    count = 0
-    for i, ch in enumerate(line):
-        if count >= units:
-            return i
-        count += 2 if ord(ch) > 0xFFFF else 1
-    return len(line)
-
-
 def _position(pos, lines: List[str]) -> lsp.Position:
     line, column = pos
     text = lines[line - 1] if 0 < line <= len(lines) else ""

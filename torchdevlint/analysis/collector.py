@@ -35,6 +35,9 @@ _BRANCHES = {
 }
 
 
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
 class _Collector(cst.CSTVisitor):
     """The single pass that records raw facts."""
 
@@ -71,7 +74,14 @@ class _Collector(cst.CSTVisitor):
             self.current_top = node
         if self.current_top is not None:
             self.top_of[node] = self.current_top
+        if isinstance(node, _COMPREHENSIONS):  # a scope of its own
+            self._push(Scope("comprehension", node, self.scope, "<comprehension>"))
         return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        if isinstance(original_node, _COMPREHENSIONS):
+            self._pop()
 
     @property
     def scope(self) -> Scope:
@@ -190,34 +200,6 @@ class _Collector(cst.CSTVisitor):
         self._enter_body(node)
 
     def leave_Lambda_body(self, node: cst.Lambda) -> None:
-        self._pop()
-
-    # comprehensions: a scope of their own
-    def _comprehension(self, node: cst.CSTNode) -> None:
-        self._push(Scope("comprehension", node, self.scope, "<comprehension>"))
-
-    def visit_ListComp(self, node: cst.ListComp) -> None:
-        self._comprehension(node)
-
-    def leave_ListComp(self, node: cst.ListComp) -> None:
-        self._pop()
-
-    def visit_SetComp(self, node: cst.SetComp) -> None:
-        self._comprehension(node)
-
-    def leave_SetComp(self, node: cst.SetComp) -> None:
-        self._pop()
-
-    def visit_DictComp(self, node: cst.DictComp) -> None:
-        self._comprehension(node)
-
-    def leave_DictComp(self, node: cst.DictComp) -> None:
-        self._pop()
-
-    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
-        self._comprehension(node)
-
-    def leave_GeneratorExp(self, node: cst.GeneratorExp) -> None:
         self._pop()
 
     # declarations and the other binding forms

@@ -52,3 +52,43 @@ def test_legacy_types_fail_on_real_cpu_torch_as_before(tmp_path):
     (tmp_path / "legacy.py").write_text("import torch\ntorch.cuda.FloatTensor(2)\n")
     r = subprocess.run([sys.executable, "legacy.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "torch.cuda.FloatTensor" in r.stderr
+
+
+SAFE_SHAPES = textwrap.dedent("""\
+    import torch
+    device = torch.device("cuda")
+
+
+    def make():
+        torch.cuda.set_device(1)
+        a = torch.cuda.FloatTensor(2, 3).fill_(1)
+        b = torch.cuda.LongTensor([1, 2])
+        c = torch.ones(2).type(torch.cuda.HalfTensor)
+        return a, b, c
+
+
+    def library():
+        return torch.cuda.DoubleTensor(4)
+
+
+    for t in make() + (library(),):
+        print(t.device, t.dtype, tuple(t.shape))
+    """)
+
+
+def test_tdl005_safe_fixes_behave_the_same_under_the_simulator(tmp_path):
+    from helpers import fixed
+
+    after = fixed(SAFE_SHAPES, unsafe=False)
+    assert "torch.empty(2, 3, dtype=torch.float32, device=device)" in after
+    assert "torch.ones(2).to(device, torch.float16)" in after
+    assert "torch.cuda." not in after.replace("torch.cuda.set_device", "")
+    outputs = []
+    for name, text in (("before.py", SAFE_SHAPES), ("after.py", after)):
+        (tmp_path / name).write_text(text)
+        r = subprocess.run([sys.executable, "-m", "torchdevlint", "sim", "--gpus", "2", "--report", "none",
+                            name], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        outputs.append(r.stdout)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].count("cuda:1") == 4

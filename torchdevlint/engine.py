@@ -101,6 +101,12 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
     return sorted(kept, key=Violation.sort_key)
 
 
+def _brief(exc: BaseException) -> str:
+    """An exception's text on one line, short enough for a finding's message."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
 def _analyse(text: str, rules: Sequence[Rule], device_name: str, project=None) -> List[Violation]:
     try:
         module = cst.parse_module(text)
@@ -119,7 +125,7 @@ def _analyse(text: str, rules: Sequence[Rule], device_name: str, project=None) -
             found.append(tool_finding("TDL902", f"{rule.code} gave up: the file is nested too deeply"))
         except Exception as exc:  # a bug in one rule must not hide the others
             found.append(tool_finding(
-                "TDL902", f"{rule.code} failed on this file: {type(exc).__name__}: {exc}"))
+                "TDL902", f"{rule.code} failed on this file: {type(exc).__name__}: {_brief(exc)}"))
     return _one_applicability_per_statement(found, text)
 
 
@@ -389,7 +395,8 @@ def verify(old: str, new: str, regions: Sequence[Tuple[int, int, int, int]], fil
     except (RecursionError, MemoryError):
         return "the fixed text is nested too deeply to compile"
     try:
-        before = _masked_dump(old, [(s, e) for s, e, _, _ in regions], [])
+        deleted = [(s, e) for s, e, ns, ne in regions if ns == ne]  # statements a fix removed
+        before = _masked_dump(old, [(s, e) for s, e, _, _ in regions], deleted)
         inserted = [(ns, ne) for s, e, ns, ne in regions if s == e]
         after = _masked_dump(new, [(s, e) for _, _, s, e in regions], inserted)
     except (RecursionError, MemoryError):
@@ -404,7 +411,8 @@ _MASK = "<torchdevlint:rewritten>"
 
 def _masked_dump(text: str, regions: List[Tuple[int, int]], inserted: List[Tuple[int, int]]) -> str:
     """The AST with every statement a region touches replaced by one marker (runs of
-    them collapse), and the statements lying inside pure insertions dropped."""
+    them collapse), and the statements lying inside pure insertions (or, on the old
+    side, pure deletions) dropped."""
     tree = ast.parse(text)
     index = LineIndex(text)
 
@@ -448,7 +456,7 @@ def _masked_dump(text: str, regions: List[Tuple[int, int]], inserted: List[Tuple
                 out.append(stmt)
                 continue
             if any(is_ <= s and e <= ie for is_, ie in inserted_hits(s, e)):
-                continue  # a statement the fix inserted
+                continue  # a statement the fix inserted (or removed)
             blocks = [(span(b[0])[0], span(b[-1])[1]) for b in _child_blocks(stmt)]
             if blocks and all(any(_within(rs, re_, *blk) for blk in blocks) for rs, re_ in hits):
                 for name in ("body", "orelse", "finalbody"):

@@ -44,6 +44,9 @@ EXPECTATIONS = {
     # CPU torch can only write CPU checkpoints, so the same run's load works there too;
     # the simulator shows the placement (saved on cuda:0, loaded back there or mapped)
     "tdl006/resume_checkpoint.py": {"original_fails_on_cpu": False},
+    # the aliases and `.cuda()` calls follow a `cuda = torch.cuda.is_available()` flag:
+    # the script ran on CPU before too; the simulator shows the same placement after
+    "tdl005/cgan_alias_idiom.py": {"original_fails_on_cpu": False},
 }
 
 

@@ -388,6 +388,15 @@ class DeviceFacts:
         guards = [s for s in self.a.module.body if isinstance(s, cst.If) and _is_main_guard(s.test)]
         return guards[-1] if guards else None
 
+    @cached_property
+    def is_script(self) -> bool:
+        """Whether this file is run rather than imported: it has a main guard, a
+        module-level loop, or parses its command line at module level."""
+        a = self.a
+        return self.main_guard is not None or any(
+            isinstance(stmt, (cst.For, cst.While)) for stmt in a.module.body) or any(
+            site.method == "parse_args" and a.enclosing_function(site.scope) is None for site in a.calls)
+
     def entry_point(self, anchor: int) -> Optional[str]:
         """``"module"`` when this file is a script, whose own execution starts at its top
         (it has a main guard, or its module level does work: calls its own functions or
@@ -484,6 +493,50 @@ class DeviceFacts:
                 if stripped.startswith(("if ", "elif ")):
                     out.append(stripped)
         return out
+
+    def cuda_assured(self, site: CallSite) -> Optional[str]:
+        """The guard that makes CUDA certainly available at ``site`` (its ``if`` line), or
+        None: a test whose conjuncts include ``torch.cuda.is_available()``, directly or
+        through a flag every assignment of which has it as a conjunct (``cuda = True if
+        torch.cuda.is_available() else False``, ``args.cuda = not args.no_cuda and
+        torch.cuda.is_available()``). There a CPU fallback is never taken."""
+        for test in self.guard_tests(site):
+            if test.startswith("if ") and self._assures(test[3:].rstrip().rstrip(":")):
+                return test.rstrip().rstrip(":")
+        return None
+
+    def is_availability(self, expr: str, depth: int = 0) -> bool:
+        """Whether ``expr`` is exactly CUDA's availability: ``torch.cuda.is_available()``,
+        ``True if torch.cuda.is_available() else False``, or a flag every assignment of
+        which is one of those."""
+        expr = "".join(expr.split())
+        m = re.fullmatch(r"Trueif(.+)elseFalse", expr) or re.fullmatch(r"bool\((.+)\)", expr)
+        if m:
+            expr = m.group(1)
+        if expr == f"{self.a.torch_alias or 'torch'}.cuda.is_available()":
+            return True
+        if depth == 0 and re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?", expr):
+            values = re.findall(rf"(?m)^[ \t]*{re.escape(expr)}[ \t]*=(?!=)[ \t]*([^#\n]+)", self.a.text)
+            return bool(values) and all(self.is_availability(v, depth + 1) for v in values)
+        return False
+
+    def _assures(self, expr: str, depth: int = 0) -> bool:
+        expr = expr.strip()
+        while expr.startswith("(") and expr.endswith(")"):
+            expr = expr[1:-1].strip()
+        if re.fullmatch(r"True\s+if\s+(.+?)\s+else\s+False", expr):
+            expr = re.fullmatch(r"True\s+if\s+(.+?)\s+else\s+False", expr).group(1)  # type: ignore[union-attr]
+        if re.search(r"\bor\b|\bif\b|\blambda\b", expr):
+            return False
+        for part in re.split(r"\band\b", expr):
+            part = part.strip()
+            if re.fullmatch(r"[A-Za-z_]\w*\.cuda\.is_available\(\s*\)", part):
+                return part.split(".")[0] == (self.a.torch_alias or "torch")
+            if depth == 0 and re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?", part):
+                values = re.findall(rf"(?m)^[ \t]*{re.escape(part)}[ \t]*=(?!=)[ \t]*([^#\n]+)", self.a.text)
+                if values and all(self._assures(v, depth + 1) for v in values):
+                    return True
+        return False
 
     def _receiver_is_input(self, site: CallSite) -> bool:
         """``.cuda()`` on a parameter itself (moving the input), on ``self.x``, or on a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, List, Optional, Tuple
 
 import libcst as cst
@@ -25,8 +26,8 @@ class LegacyCudaTensorType(Rule):
     triggers = ("Tensor",)
     also_requires = ("cuda",)
     fixable = "sometimes"
-    fix_summary = ('`torch.empty`/`torch.tensor(..., dtype=, device=)`, `.to(device, dtype)` (safe with an exact '
-                   'device, else unsafe); display for the alias idiom')
+    fix_summary = ('`torch.empty`/`torch.tensor(..., dtype=, device=)`, `.to(device, dtype)`; the alias idiom '
+                   'becomes a device with the same choice (safe with an exact device, else unsafe)')
     what = """
         The pre-1.0 typed-tensor API used to allocate or convert: a call of
         `torch.cuda.FloatTensor(...)` (any of the ten types), `x.type(torch.cuda.FloatTensor)`,
@@ -59,7 +60,18 @@ class LegacyCudaTensorType(Rule):
         the old behaviour: **safe**. With another device in scope, or a device definition
         inserted where the script starts (with its CPU fallback), it is **unsafe**: that
         is what makes a legacy script run without CUDA. A call whose argument may be
-        either a size or data (a name), and the alias idiom, are display-only.
+        either a size or data (a name) is display-only.
+
+        The alias idiom `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`
+        is rewritten as a whole: the alias becomes `device = torch.device("cuda" if cuda
+        else "cpu")` (the very same choice, made at the same point), every `Tensor(...)`
+        a factory call with `dtype=` and `device=`, every `x.type(Tensor)` a `.to(device,
+        dtype)`: **safe** in a script. When the script already defines `device` before
+        the alias, the alias goes and its uses take that device (**unsafe** unless it is
+        the same expression). In a library module the alias is a public name other
+        modules may import: **unsafe**. When `Tensor` is used in any other way (passed
+        on, `isinstance`, rebound) or one of its calls may take a size or data, the fix
+        is display-only: all of it or nothing.
     """
     VALID = (
         "import torch\nok = isinstance(x, torch.cuda.FloatTensor)\n",
@@ -83,7 +95,30 @@ class LegacyCudaTensorType(Rule):
         Example("import torch\ndef f():\n    return torch.cuda.FloatTensor()\n",
                 'import torch\ndef f():\n    return torch.empty(0, dtype=torch.float32, device="cuda")\n'),
         Example("import torch\ndef f(n):\n    return torch.cuda.FloatTensor(n)\n"),
-        Example("import torch\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"),
+        # the alias idiom in a script: the same choice, as a device (safe)
+        Example("import torch\nimport numpy as np\ncuda = torch.cuda.is_available()\n"
+                "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+                "for x in batches:\n    z = Tensor(np.ones(3))\n    y = Tensor(4, 2).fill_(1)\n"
+                "    w = x.type(Tensor)\n",
+                'import torch\nimport numpy as np\ncuda = torch.cuda.is_available()\n'
+                'device = torch.device("cuda" if cuda else "cpu")\n'
+                "for x in batches:\n    z = torch.tensor(np.ones(3), dtype=torch.float32, device=device)\n"
+                "    y = torch.empty(4, 2, dtype=torch.float32, device=device).fill_(1)\n"
+                "    w = x.to(device, torch.float32)\n"),
+        # the script already has its device: the alias goes (unsafe: another expression)
+        Example("import torch\ndevice = torch.device('cuda:1')\nLong = torch.LongTensor if not cuda else "
+                "torch.cuda.LongTensor\nif __name__ == '__main__':\n    print(Long([1, 2]))\n",
+                "import torch\ndevice = torch.device('cuda:1')\nif __name__ == '__main__':\n"
+                "    print(torch.tensor([1, 2], dtype=torch.int64, device=device))\n"),
+        # a library module's public alias: unsafe (importers may use it)
+        Example("import torch\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n",
+                'import torch\ndevice = torch.device("cuda" if cuda else "cpu")\n'),
+        # used otherwise, or an argument that may be a size or data: display
+        Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nmake(T)\n"),
+        Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor n in ns:\n"
+                "    x = T(n)\n"),
+        Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.DoubleTensor\nfor n in ns:\n"
+                "    x = T(2)\n"),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -105,24 +140,75 @@ class LegacyCudaTensorType(Rule):
         yield from self._aliases(ctx)
 
     def _aliases(self, ctx: Context) -> Iterable[Violation]:
+        """Aliases assigned at the top level of the module or of a function body."""
         a = ctx.analysis
-        for stmt in a.module.body:
-            if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
-                    and isinstance(stmt.body[0], cst.Assign)):
+        scopes = [a.module_scope] + [f.scope for f in a.functions.values() if isinstance(f.node, cst.FunctionDef)]
+        for scope in scopes:
+            body = scope.node.body if scope.kind == "module" else getattr(scope.node.body, "body", ())
+            for stmt in body:
+                if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+                        and isinstance(stmt.body[0], cst.Assign) and len(stmt.body[0].targets) == 1
+                        and isinstance(stmt.body[0].targets[0].target, cst.Name)):
+                    continue
+                value = stmt.body[0].value
+                options = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
+                legacy = [o for o in options if a.qualname(o, scope) in LEGACY]
+                if not legacy:
+                    continue
+                dtype = LEGACY[a.qualname(legacy[0], scope)]  # type: ignore[index]
+                target = stmt.body[0].targets[0].target.value  # type: ignore[union-attr]
+                yield ctx.violation(value, (
+                    f"`{target}` aliases a legacy CUDA tensor type: every `{target}(...)` allocates on the "
+                    "implicit current device and fails without CUDA"), self._alias_fix(ctx, scope, stmt, target, dtype))
+
+    def _alias_fix(self, ctx: Context, scope, stmt: cst.SimpleStatementLine, target: str, dtype: str) -> Fix:
+        """The alias idiom as a whole: the alias becomes a device with the same choice
+        (`torch.device("cuda" if cuda else "cpu")`), each `Tensor(...)` a factory call
+        with `dtype=` and that device, each `.type(Tensor)` a `.to(device, dtype)`. One
+        fix for the group: all of it or nothing."""
+        a = ctx.analysis
+        torch = a.torch_name_at(scope, scope.bindings[target][0].order)
+        hint = (f"Replace the alias by a device (`torch.device(\"cuda\" if ... else \"cpu\")`) and allocate with "
+                f"`torch.empty(..., dtype=torch.{dtype}, device=device)` / `torch.tensor(data, dtype=torch.{dtype}, "
+                "device=device)`")
+
+        def display(why: str) -> Fix:
+            return Fix(Applicability.DISPLAY, f"{hint} ({why})")
+
+        choice = _alias_device(a, scope, stmt.body[0].value, dtype, torch)  # type: ignore[attr-defined]
+        if torch is None or choice is None:
+            return display("the alias does not choose between a CUDA type and its CPU twin" if torch else
+                           "`torch` is not imported unconditionally")
+        if len(scope.bindings.get(target, ())) != 1 or target in scope.declared:
+            return display(f"`{target}` is bound more than once")
+        uses, other = _alias_uses(a, scope, target, stmt.body[0].targets[0].target)  # type: ignore[attr-defined]
+        if other is not None:
+            return display(f"`{target}` is also used otherwise on line {ctx.start(other)[0]}")
+        name, head, why = _alias_definition(a, scope, stmt, choice)
+        edits: List[Edit] = [head] if head is not None else []
+        if head is None:  # the same device is already defined: the alias line goes
+            line = ctx.start(stmt)[0]
+            if ctx.end(stmt)[0] != line or len(a.lines) <= line:
+                return display("the alias shares its line with other code")
+            edits.append(Edit((line, 0), (line + 1, 0), "", a.lines[line - 1]))
+        for site, kind in uses:
+            if kind == "type":
+                edits.append(ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(name)),
+                                                               cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))]))
                 continue
-            value = stmt.body[0].value
-            options = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
-            legacy = [o for o in options if a.qualname(o, a.module_scope) in LEGACY]
-            if not legacy:
-                continue
-            dtype = LEGACY[a.qualname(legacy[0], a.module_scope)]  # type: ignore[index]
-            target = a.code(stmt.body[0].targets[0].target)
-            yield ctx.violation(value, (
-                f"`{target}` aliases a legacy CUDA tensor type: every `{target}(...)` allocates on the "
-                "implicit current device and fails without CUDA"), Fix(
-                Applicability.DISPLAY,
-                f"Replace the alias by `dtype = torch.{dtype}` and allocate with `torch.empty(..., "
-                f"dtype=dtype, device=device)` / `torch.tensor(data, dtype=dtype, device=device)`"))
+            args = _constructor(a, site.node)
+            if args is None:
+                return display(f"the argument of `{target}(...)` on line {ctx.start(site.node)[0]} may be "
+                               "a size or data")
+            factory, lead = args
+            edits.append(ctx.replace(site.node, f"{torch}.{factory}({lead}{', ' if lead else ''}"
+                                                f"dtype={torch}.{dtype}, device={name})"))
+        if scope.kind == "module" and not target.startswith("_") and not a.devices.is_script:
+            why = why or f"other modules may import `{target}`: this file looks like a library module"
+        message = (f"Replace the alias by `{name}` and pass `dtype={torch}.{dtype}, device={name}` where it is used"
+                   + (f" ({why})" if why else ""))
+        return ctx.guarded(Fix(Applicability.UNSAFE if why else Applicability.SAFE, message, tuple(edits),
+                               frozenset({name})))
 
     def _fix(self, ctx: Context, site: CallSite, kind: str, dtype: str, anchor: int) -> Fix:
         a = ctx.analysis
@@ -159,8 +245,114 @@ class LegacyCudaTensorType(Rule):
             return choice.code, [], Applicability.UNSAFE, f"{choice.why} may not be the current device"
         name, edits, why = ctx.device_definition(anchor)
         if name is not None:
+            assured = a.devices.cuda_assured(site)
+            if assured:  # the fallback is never taken here
+                return name, edits, Applicability.SAFE, f"a device defined where the script starts; `{assured}` makes it CUDA here"
             return name, edits, Applicability.UNSAFE, why
         return '"cuda"', [], Applicability.SAFE, ""
+
+
+def _alias_device(a, scope, value: cst.BaseExpression, dtype: str, torch: Optional[str]) -> Optional[str]:
+    """The device expression that makes the same choice as the alias: `"cuda"` for the
+    CUDA type, `"cpu"` for its CPU twin (the same dtype), under the alias's own test."""
+    def side(expr: cst.BaseExpression) -> Optional[str]:
+        q = a.qualname(expr, scope)
+        if q in LEGACY:
+            return '"cuda"' if LEGACY[q] == dtype else None
+        if q is not None and q.startswith("torch.") and DTYPES.get(q[len("torch."):]) == dtype:
+            return '"cpu"'
+        return None
+
+    if isinstance(value, cst.IfExp):
+        body, orelse = side(value.body), side(value.orelse)
+        if body is None or orelse is None:
+            return None
+        return f"{torch}.device({body} if {a.code(value.test)} else {orelse})"
+    return f"{torch}.device({side(value)})" if side(value) else None
+
+
+def _alias_uses(a, scope, target: str, bound: cst.Name) -> Tuple[List[Tuple[CallSite, str]], Optional[cst.CSTNode]]:
+    """The alias's uses, ``Tensor(...)`` ("call") and ``x.type(Tensor)`` ("type"), and
+    the first other mention of the name anywhere but ``bound`` (None when there is none)."""
+    uses: List[Tuple[CallSite, str]] = []
+    seen = {bound}
+    for site in a.calls:
+        func, args = site.node.func, site.node.args
+        if isinstance(func, cst.Name) and func.value == target:
+            uses.append((site, "call"))
+            seen.add(func)
+        elif (site.method == "type" and len(args) == 1 and args[0].keyword is None
+              and isinstance(args[0].value, cst.Name) and args[0].value.value == target):
+            uses.append((site, "type"))
+            seen.add(args[0].value)
+    for site, _ in uses:
+        owner, imported = a.lookup(target, site.scope)
+        if owner is not scope or imported is not None:
+            return uses, site.node  # a local of the same name: not the alias
+    where = a.module if scope.kind == "module" else scope.node
+    return uses, next((n for n in _names(where, target) if n not in seen), None)
+
+
+def _names(where: cst.CSTNode, target: str) -> List[cst.Name]:
+    found: List[cst.Name] = []
+
+    class Names(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)  # `torch.LongTensor`'s `LongTensor` is no mention
+            return False
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            node.value.visit(self)  # nor is a keyword's name
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == target:
+                found.append(node)
+
+    where.visit(Names())
+    return found
+
+
+def _alias_definition(a, scope, stmt: cst.SimpleStatementLine, device: str) -> Tuple[str, Optional[Edit], str]:
+    """(name, edit, why unsafe): the device's name, the edit that turns the alias into
+    its definition, and "" when that is exact. The alias just goes (edit None) when a
+    device is already bound where the alias is: the very same expression under any name
+    (the fix of another alias made it), or the script's device under the configured
+    name (unsafe unless it is the same expression)."""
+    order = scope.bindings[stmt.body[0].targets[0].target.value][0].order  # type: ignore[attr-defined]
+
+    def usable(bindings, owner) -> bool:  # bound once, unconditionally, before the alias
+        return (len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None
+                and not bindings[0].cond and (owner is not scope or bindings[0].order < order))
+
+    for name, bindings in scope.bindings.items():
+        if usable(bindings, scope) and _squash(a.code(bindings[0].value)) == _squash(device):
+            return name, None, ""
+    preferred = a.device_name
+    owner, imported = a.lookup(preferred, scope)
+    if owner is not None and imported is None and owner.kind in ("module", "function"):
+        bound = owner.bindings[preferred]
+        if usable(bound, owner) and a.devices.is_device_value(bound[0].value, owner):
+            same = _same_device(a, a.code(bound[0].value), device)
+            return preferred, None, "" if same else f"`{preferred}` may not be the device the alias chose"
+    name = a.free_name(preferred)
+    assign = stmt.body[0]
+    rng = a.range(assign)
+    return name, Edit((rng.start.line, rng.start.column), (rng.end.line, rng.end.column),
+                      f"{name} = {device}", a.code(assign)), ""
+
+
+def _same_device(a, one: str, other: str) -> bool:
+    """Whether two device expressions are the same choice: the same text, or both
+    `torch.device("cuda" if <CUDA's availability> else "cpu")` whatever spells it."""
+    if _squash(one) == _squash(other):
+        return True
+    tests = [re.fullmatch(r'\w+\.device\("cuda"if(.+)else"cpu"\)', _squash(code)) for code in (one, other)]
+    return all(m is not None and a.devices.is_availability(m.group(1)) for m in tests)
+
+
+def _squash(code: str) -> str:
+    return "".join(code.split()).replace("'", '"')
 
 
 def _constructor(a, call: cst.Call) -> Optional[Tuple[str, str]]:
@@ -175,5 +367,8 @@ def _constructor(a, call: cst.Call) -> Optional[Tuple[str, str]]:
         return "empty", ", ".join(a.code(arg.value) for arg in args)
     if len(args) == 1 and isinstance(args[0].value, (cst.List, cst.Tuple)):
         return "tensor", a.code(args[0].value)
+    value = args[0].value
+    if isinstance(value, cst.Call) and (a.qualname(value.func, a.module_scope) or "").startswith("numpy."):
+        return "tensor", a.code(value)  # an array from numpy: data
     return None
 

@@ -52,8 +52,8 @@ def patch_legacy(sim, set_attr) -> None:
                     out = torch.empty(0, dtype=self.dtype)
                 elif len(args) == 1 and isinstance(args[0], torch.Tensor):
                     out = args[0].to(self.dtype, copy=True)
-                elif len(args) == 1 and isinstance(args[0], (list, tuple)) and not isinstance(args[0], torch.Size):
-                    out = torch.tensor(args[0], dtype=self.dtype)
+                elif len(args) == 1 and not isinstance(args[0], (int, torch.Size)):
+                    out = torch.tensor(args[0], dtype=self.dtype)  # data: a list, tuple, numpy array
                 else:
                     out = torch.empty(*args, dtype=self.dtype)
             return sim.tag(out, index, implicit)

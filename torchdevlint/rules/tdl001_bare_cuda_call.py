@@ -15,7 +15,8 @@ class BareCudaCall(Rule):
     summary = "`.cuda()` without a device moves to the implicit current device"
     triggers = (".cuda(",)
     fixable = "always"
-    fix_summary = '`.to(device)` (safe with an exact device in scope, else unsafe; display in library modules)'
+    fix_summary = ('`.to(device)` (safe with an exact device in scope or under a guard that makes CUDA certain, '
+                   'else unsafe; display in library modules)')
     what = """
         A `.cuda()` call with no device (no positional argument, no `device=`, or
         `device=None`) that is merely implicit: none of the bug-grade shapes (TDL002
@@ -54,7 +55,11 @@ class BareCudaCall(Rule):
         defines one where the script's own execution
         starts (after the imports of a script: one with a main guard, or whose module
         level does work) that falls back to the CPU: **unsafe**, since the CPU fallback
-        changes behaviour on machines without CUDA. A library module gets no definition
+        changes behaviour on machines without CUDA; **safe** where the call sits under a
+        guard that makes CUDA certain (`if torch.cuda.is_available():`, or a flag every
+        assignment of which has `torch.cuda.is_available()` as a conjunct, such as
+        `args.cuda = not args.no_cuda and torch.cuda.is_available()`): there the fallback
+        is never taken, and the script already queries CUDA. A library module gets no definition
         (a CUDA query at import time in every importer): **display-only**. Also
         display-only when a class in the same file defines its own `cuda` method, and
         when the definition would run before the module's own `CUDA_VISIBLE_DEVICES`
@@ -101,6 +106,12 @@ class BareCudaCall(Rule):
             "import torch\ndevice = torch.device('cuda')\nx = torch.zeros(1).cuda()\n",
             "import torch\ndevice = torch.device('cuda')\nx = torch.zeros(1).to(device)\n",
         ),
+        # under a guard that makes CUDA certain, the CPU fallback is never taken: safe
+        Example("import torch\nuse_cuda = not no_cuda and torch.cuda.is_available()\nnet = torch.nn.Linear(2, 2)\n"
+                "if use_cuda:\n    net.cuda()\n",
+                'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "use_cuda = not no_cuda and torch.cuda.is_available()\nnet = torch.nn.Linear(2, 2)\n"
+                "if use_cuda:\n    net.to(device)\n"),
         # a library module: no definition at import time
         Example("import torch\ndef make(n):\n    return torch.zeros(n).cuda()\n", None),
         Example("class P:\n    def cuda(self):\n        return self\np = P().cuda()\n", None),
@@ -147,8 +158,13 @@ class BareCudaCall(Rule):
                     applicability, reasons = Applicability.DISPLAY, [f"display only: {why}"]
                 else:
                     defines = frozenset({name})
-                    applicability = Applicability.UNSAFE
-                    reasons.insert(0, why)
+                    assured = analysis.devices.cuda_assured(site)
+                    if assured and not reasons:  # the fallback is never taken here
+                        applicability = Applicability.SAFE
+                        reasons.insert(0, f"a device defined where the script starts; `{assured}` makes it CUDA here")
+                    else:
+                        applicability = Applicability.UNSAFE
+                        reasons.insert(0, why)
             if is_storage(analysis, call):
                 applicability = Applicability.DISPLAY
                 reasons = ["display only: a storage's `.to` takes `device=` as a keyword"]

@@ -46,12 +46,12 @@ def test_flake8_noqa_and_device_name_option(tmp_path):
 
 
 def test_flake8_plugin_never_raises(monkeypatch):
-    from torchdevlint import flake8_plugin
+    from torchdevlint import engine, flake8_plugin
 
     def boom(*a, **k):
         raise ValueError("boom")
 
-    monkeypatch.setattr(flake8_plugin, "check_source", boom)
+    monkeypatch.setattr(engine, "check_source", boom)
     out = list(flake8_plugin.Plugin(None, ["x.cuda()\n"], "x.py").run())
     assert [(r, c, m.split(" ")[0]) for r, c, m, _ in out] == [(1, 0, "TDL902")]
 
@@ -141,3 +141,39 @@ def test_generated_rules_reference_is_up_to_date():
 
     assert (ROOT / "docs" / "rules.md").read_text(encoding="utf-8") == reference(), \
         "run: python -m torchdevlint.docs > docs/rules.md"
+
+
+def test_catalogue_says_what_the_rules_declare():
+    """The catalogue (read without importing any rule) mirrors every rule's own code,
+    name and prefilter text, and prefilters exactly as the rule does."""
+    from torchdevlint import catalogue
+    from torchdevlint.rules import ALL_RULES
+
+    assert list(catalogue.RULES) == [r.code for r in ALL_RULES]
+    for r in ALL_RULES:
+        assert catalogue.RULES[r.code] == (r.name, tuple(r.triggers), tuple(r.also_requires)), r.code
+    for text in ("x.cuda ()", "torch.load(p)", "threading.Thread(target=f); x.cuda()", "nothing here"):
+        for r in ALL_RULES:
+            if r.code not in catalogue.TOOL_CODES:
+                assert catalogue.may_fire(r.code, text) == r.may_fire(text) == r.may_fire(text.encode())
+
+
+def test_flake8_plugin_loads_without_the_rules_and_skips_unselected_runs(tmp_path):
+    """Loading the plugin imports neither the rules nor LibCST; with no TDL code
+    selected it does nothing, and with some it reports only what is selected."""
+    probe = (
+        "import sys\n"
+        "import torchdevlint.flake8_plugin as p\n"
+        "print(any(m == 'libcst' or m.startswith('torchdevlint.rules') for m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    target = tmp_path / "t.py"
+    target.write_text("import torch\nimport threading\nx = torch.zeros(1).cuda()\ntorch.cuda.set_device(1)\n")
+    base = [sys.executable, "-m", "flake8", "--isolated", str(target)]
+    only_e9 = subprocess.run(base + ["--select", "E9"], capture_output=True, text=True)
+    assert only_e9.stdout == ""
+    tdl001 = subprocess.run(base + ["--select", "TDL001"], capture_output=True, text=True)
+    assert [line.split(": ")[1].split()[0] for line in tdl001.stdout.splitlines()] == ["TDL001"]
+    every = subprocess.run(base + ["--select", "TDL"], capture_output=True, text=True)
+    assert {line.split(": ")[1].split()[0] for line in every.stdout.splitlines()} == {"TDL001", "TDL101"}

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
-from .rules import ALL_RULES, BY_CODE
+from .catalogue import CODES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -75,7 +75,7 @@ def _enabled_codes(settings: Settings, filename: Optional[str]) -> FrozenSet[str
             if _matches_any(filename, tuple(patterns), settings.root):
                 ignore += codes
     select = list(settings.select) + list(settings.extend_select)
-    return frozenset(r.code for r in ALL_RULES if _longest(r.code, select) > _longest(r.code, ignore))
+    return frozenset(c for c in CODES if _longest(c, select) > _longest(c, ignore))
 
 
 def _longest(code: str, prefixes: Iterable[str]) -> int:
@@ -114,8 +114,8 @@ def validate_codes(codes: Iterable[str], where: str) -> Tuple[str, ...]:
         code = raw.strip().upper()
         if not code:
             continue
-        if code != "ALL" and not any(c.startswith(code) for c in BY_CODE):
-            known = ", ".join(BY_CODE)
+        if code != "ALL" and not any(c.startswith(code) for c in CODES):
+            known = ", ".join(CODES)
             raise ConfigError(f"{where}: unknown rule code or prefix {raw!r} (known: {known})")
         out.append(code)
     return tuple(out)

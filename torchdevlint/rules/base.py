@@ -14,6 +14,7 @@ from typing import ClassVar, Iterable, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from ..analysis import Analysis, CallSite
+from ..catalogue import passes
 from ..model import Applicability, Edit, Fix, Position, Violation
 
 
@@ -56,14 +57,7 @@ class Rule:
     @classmethod
     def may_fire(cls, data) -> bool:
         """The prefilter on raw text (str or bytes): False means this rule cannot fire."""
-        def found(words: Tuple[str, ...]) -> bool:
-            # `x.cuda ()` and `x.cuda\\\n()` are calls too: match the name, not the paren
-            words = tuple(w[:-1] if w.endswith("(") else w for w in words)
-            if isinstance(data, bytes):
-                return any(w.encode("ascii") in data for w in words)
-            return any(w in data for w in words)
-
-        return found(cls.triggers) and (not cls.also_requires or found(cls.also_requires))
+        return passes(cls.triggers, cls.also_requires, data)
 
     @classmethod
     def docs(cls) -> str:

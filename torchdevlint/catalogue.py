@@ -1,0 +1,64 @@
+"""Every rule's code, name and prefilter text, without importing a rule (or LibCST).
+
+The flake8 plugin and the CLI decide from this table alone which codes are selected and
+whether a file can match at all; the rules (and LibCST with them) are imported only for
+a file that may. Each rule file declares its own ``name``, ``triggers`` and
+``also_requires``; tests/test_fronts.py checks that this table says the same.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, FrozenSet, Tuple
+
+# code: (name, triggers (any one), also_requires (any one, when given))
+RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = {
+    'TDL001': ('bare-cuda-call', ('.cuda(',), ()),
+    'TDL002': ('cuda-call-ignores-input-device', ('.cuda(',), ()),
+    'TDL003': ('rank-code-on-fixed-device', ('cuda',), (
+        'spawn', 'Process', 'Pool', 'RANK', 'WORLD_SIZE', 'SLURM_LOCALID', 'local_rank', 'local-rank',
+        'init_process_group', 'init_device_mesh', 'init_distributed', 'launch', 'call_main',
+        'distributed_main', 'init_rpc', 'start_processes')),
+    'TDL004': ('cuda-call-bypasses-device', ('.cuda(',), ()),
+    'TDL005': ('legacy-cuda-tensor-type', ('Tensor',), ('cuda',)),
+    'TDL006': ('load-without-map-location', ('load',), ('torch',)),
+    'TDL101': ('global-set-device', ('set_device',), ()),
+    'TDL102': ('set-device-in-thread', ('set_device',), ()),
+    'TDL103': ('device-context-not-entered', (
+        'cuda.device(', 'device_of(', 'device_index(', 'from torch.cuda import', 'torch.cuda as'), ()),
+    'TDL104': ('thread-uses-implicit-device', ('Thread', 'Executor', 'run_in_executor', 'to_thread'), (
+        '.cuda(', "cuda'", 'cuda"', 'pin_memory')),
+    'TDL105': ('cuda-visible-devices-after-init', ('CUDA_VISIBLE_DEVICES',), ('cuda', 'DataParallel', 'accelerator')),
+    'TDL106': ('process-group-without-device', ('init_process_group',), ()),
+    'TDL201': ('data-parallel-implicit-devices', ('DataParallel',), ()),
+    'TDL900': ('syntax-error', (), ()),
+    'TDL901': ('encoding-error', (), ()),
+    'TDL902': ('internal-error', (), ()),
+    'TDL903': ('fix-rejected', (), ()),
+    'TDL904': ('io-error', (), ()),
+}
+CODES: Tuple[str, ...] = tuple(RULES)
+TOOL_CODES: FrozenSet[str] = frozenset(c for c in CODES if c.startswith("TDL9"))
+
+
+def passes(triggers: Tuple[str, ...], also: Tuple[str, ...], data) -> bool:
+    """The prefilter test (on str or bytes): one of ``triggers`` occurs, and one of
+    ``also`` when it is given. A trigger ending in ``(`` matches without it: ``x.cuda ()``
+    and ``x.cuda\\\n()`` are calls too."""
+    def found(words: Tuple[str, ...]) -> bool:
+        words = tuple(w[:-1] if w.endswith("(") else w for w in words)
+        if isinstance(data, bytes):
+            return any(w.encode("ascii") in data for w in words)
+        return any(w in data for w in words)
+
+    return found(triggers) and (not also or found(also))
+
+
+def may_fire(code: str, data) -> bool:
+    """Can the rule ``code`` fire on this text at all?"""
+    _, triggers, also = RULES[code]
+    return passes(triggers, also, data)
+
+
+def may_match(data, codes) -> bool:
+    """Can any of ``codes`` (tool codes aside) fire on this text?"""
+    return any(may_fire(c, data) for c in codes if c not in TOOL_CODES)

@@ -145,13 +145,14 @@ def test_generated_rules_reference_is_up_to_date():
 
 def test_catalogue_says_what_the_rules_declare():
     """The catalogue (read without importing any rule) mirrors every rule's own code,
-    name and prefilter text, and prefilters exactly as the rule does."""
+    name, prefilter text and gate, and prefilters exactly as the rule does."""
     from torchdevlint import catalogue
     from torchdevlint.rules import ALL_RULES
 
     assert list(catalogue.RULES) == [r.code for r in ALL_RULES]
     for r in ALL_RULES:
-        assert catalogue.RULES[r.code] == (r.name, tuple(r.triggers), tuple(r.also_requires)), r.code
+        assert catalogue.RULES[r.code] == (r.name, tuple(r.triggers), tuple(r.also_requires),
+                                           tuple(tuple(g) for g in r.needs)), r.code
     for text in ("x.cuda ()", "torch.load(p)", "threading.Thread(target=f); x.cuda()", "nothing here"):
         for r in ALL_RULES:
             if r.code not in catalogue.TOOL_CODES:

@@ -10,32 +10,86 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet, Tuple
 
-# code: (name, triggers (any one), also_requires (any one, when given))
-RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = {
-    'TDL001': ('bare-cuda-call', ('.cuda(',), ()),
-    'TDL002': ('cuda-call-ignores-input-device', ('.cuda(',), ()),
-    'TDL003': ('rank-code-on-fixed-device', ('cuda',), (
-        'spawn', 'Process', 'Pool', 'RANK', 'WORLD_SIZE', 'SLURM_LOCALID', 'local_rank', 'local-rank',
-        'init_process_group', 'init_device_mesh', 'init_distributed', 'launch', 'call_main',
-        'distributed_main', 'init_rpc', 'start_processes')),
-    'TDL004': ('cuda-call-bypasses-device', ('.cuda(',), ()),
-    'TDL005': ('legacy-cuda-tensor-type', ('Tensor',), ('cuda',)),
-    'TDL006': ('load-without-map-location', ('load',), ('torch',)),
-    'TDL101': ('global-set-device', ('set_device',), ()),
-    'TDL102': ('set-device-in-thread', ('set_device',), ()),
-    'TDL103': ('device-context-not-entered', (
-        'cuda.device(', 'device_of(', 'device_index(', 'from torch.cuda import', 'torch.cuda as'), ()),
-    'TDL104': ('thread-uses-implicit-device', ('Thread', 'Executor', 'run_in_executor', 'to_thread'), (
-        '.cuda(', "cuda'", 'cuda"', 'pin_memory')),
-    'TDL105': ('cuda-visible-devices-after-init', ('CUDA_VISIBLE_DEVICES',), ('cuda', 'DataParallel', 'accelerator')),
-    'TDL106': ('process-group-without-device', ('init_process_group',), ()),
-    'TDL201': ('data-parallel-implicit-devices', ('DataParallel',), ()),
-    'TDL900': ('syntax-error', (), ()),
-    'TDL901': ('encoding-error', (), ()),
-    'TDL902': ('internal-error', (), ()),
-    'TDL903': ('fix-rejected', (), ()),
-    'TDL904': ('io-error', (), ()),
-}
+from .model import DOCS_URL, Violation
+from .words import CodeWords, Needs
+
+# code: (name, triggers (any one), also_requires (any one, when given), the gate on the code)
+RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
+    'TDL001': ('bare-cuda-call', ('.cuda(',), (), (('call:cuda',),)),
+    'TDL002': ('cuda-call-ignores-input-device', ('.cuda(',), (), (('call:cuda',),)),
+    'TDL003': ('rank-code-on-fixed-device',
+               ('cuda',),
+               ('spawn',
+                'Process',
+                'Pool',
+                'RANK',
+                'WORLD_SIZE',
+                'SLURM_LOCALID',
+                'local_rank',
+                'local-rank',
+                'init_process_group',
+                'init_device_mesh',
+                'init_distributed',
+                'launch',
+                'call_main',
+                'distributed_main',
+                'init_rpc',
+                'start_processes'),
+               (('call:cuda', 'str^cuda'),)),
+    'TDL004': ('cuda-call-bypasses-device', ('.cuda(',), (), (('call:cuda',),)),
+    'TDL005': ('legacy-cuda-tensor-type',
+               ('Tensor',),
+               ('cuda',),
+               (('name:FloatTensor',
+                 'name:DoubleTensor',
+                 'name:HalfTensor',
+                 'name:BFloat16Tensor',
+                 'name:ByteTensor',
+                 'name:CharTensor',
+                 'name:ShortTensor',
+                 'name:IntTensor',
+                 'name:LongTensor',
+                 'name:BoolTensor'),)),
+    'TDL006': ('load-without-map-location',
+               ('load',),
+               ('torch',),
+               (('name:load', 'name:load_state_dict_from_url'),)),
+    'TDL101': ('global-set-device',
+               ('set_device',),
+               (),
+               (('name:set_device', 'name:set_device_index', 'name:set_device_idx'),)),
+    'TDL102': ('set-device-in-thread',
+               ('set_device',),
+               (),
+               (('name:set_device', 'name:set_device_index', 'name:set_device_idx'),)),
+    'TDL103': ('device-context-not-entered',
+               ('cuda.device(', 'device_of(', 'device_index(', 'from torch.cuda import', 'torch.cuda as'),
+               (),
+               (('stmtcall:device',
+                 'stmtcall:device_of',
+                 'stmtcall:device_index',
+                 'renamed:device',
+                 'renamed:device_of',
+                 'renamed:device_index'),)),
+    'TDL104': ('thread-uses-implicit-device',
+               ('Thread', 'Executor', 'run_in_executor', 'to_thread'),
+               ('.cuda(', "cuda'", 'cuda"', 'pin_memory'),
+               (('name~Thread', 'name~Executor', 'name:to_thread', 'name:run_in_executor', 'name:Pool'),
+                ('call:cuda', 'str^cuda', 'name:pin_memory', 'name~current_device'))),
+    'TDL105': ('cuda-visible-devices-after-init',
+               ('CUDA_VISIBLE_DEVICES',),
+               ('cuda', 'DataParallel', 'accelerator'),
+               (('str~CUDA_VISIBLE_DEVICES', 'name:CUDA_VISIBLE_DEVICES'),)),
+    'TDL106': ('process-group-without-device',
+               ('init_process_group',),
+               (),
+               (('name:init_process_group', 'name:init_distributed', 'name:init_device_mesh'),)),
+    'TDL201': ('data-parallel-implicit-devices', ('DataParallel',), (), (('name:DataParallel',),)),
+    'TDL900': ('syntax-error', (), (), ()),
+    'TDL901': ('encoding-error', (), (), ()),
+    'TDL902': ('internal-error', (), (), ()),
+    'TDL903': ('fix-rejected', (), (), ()),
+    'TDL904': ('io-error', (), (), ())}
 CODES: Tuple[str, ...] = tuple(RULES)
 TOOL_CODES: FrozenSet[str] = frozenset(c for c in CODES if c.startswith("TDL9"))
 
@@ -55,10 +109,26 @@ def passes(triggers: Tuple[str, ...], also: Tuple[str, ...], data) -> bool:
 
 def may_fire(code: str, data) -> bool:
     """Can the rule ``code`` fire on this text at all?"""
-    _, triggers, also = RULES[code]
+    _, triggers, also, _ = RULES[code]
     return passes(triggers, also, data)
 
 
 def may_match(data, codes) -> bool:
     """Can any of ``codes`` (tool codes aside) fire on this text?"""
     return any(may_fire(c, data) for c in codes if c not in TOOL_CODES)
+
+
+def gated(codes, words: CodeWords) -> FrozenSet[str]:
+    """The codes among ``codes`` whose gate the module's code passes (tool codes pass)."""
+    return frozenset(c for c in codes if c in TOOL_CODES or words.satisfies(RULES[c][3]))
+
+
+def url_for(code: str) -> str:
+    """The rule's section in the generated reference."""
+    entry = RULES.get(code)
+    return f"{DOCS_URL}#{code.lower()}-{entry[0]}" if entry else f"{DOCS_URL}#{code.lower()}"
+
+
+def tool_finding(code: str, message: str, line: int = 1, column: int = 0, filename: str = "-") -> Violation:
+    """A finding of the tool itself (TDL9xx) at one point."""
+    return Violation(code, RULES[code][0], message, (line, column), (line, column), None, filename)

@@ -18,7 +18,6 @@ from typing import List, Optional, Sequence
 
 from . import __version__
 from . import report
-from .rules import ALL_RULES, find
 from .settings import ConfigError, Settings, find_pyproject, load, validate_codes
 
 
@@ -445,6 +444,8 @@ def _summaries(results, unsafe: bool, args: argparse.Namespace, to_stdout: bool)
 
 
 def _rule(code: str) -> int:
+    from .rules import find
+
     try:
         rule = find(code)
     except KeyError:
@@ -454,6 +455,8 @@ def _rule(code: str) -> int:
 
 
 def _rules() -> int:
+    from .rules import ALL_RULES
+
     width = max(len(r.name) for r in ALL_RULES)
     sys.stdout.write(f"{'code':<7} {'name':<{width}}  summary\n{'':<7} {'':<{width}}  fix: ...\n")
     for r in ALL_RULES:

@@ -4,9 +4,10 @@ It never touches the file system: the CLI, the flake8 plugin, pre-commit and the
 codemod are thin layers over ``check_source`` and ``fix_source``.
 
 Pipeline: prefilter (substring test, derived from the selected rules' triggers) ->
-CPython's own parser as a gate (exact syntax errors, and protection from inputs that
-crash LibCST's native parser) -> one LibCST parse -> shared analysis -> rules ->
-``# noqa`` -> sorted findings.
+CPython's own parser (exact syntax errors, and protection from inputs that crash
+LibCST's native parser) -> the gate on its tree (the identifiers and strings each rule
+needs, ``words``) -> one LibCST parse, for the rules that passed -> shared analysis ->
+rules -> ``# noqa`` -> sorted findings.
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, T
 import libcst as cst
 
 from .analysis import Analysis
+from .catalogue import tool_finding  # noqa: F401 - the fronts take it from here too
 from .model import Applicability, Edit, Fix, Violation
 from .noqa import noqa_map, suppressed
 from .rules import ALL_RULES, BY_CODE, TOOL_CODES
 from .rules.base import Context, Rule
 from .settings import Settings
 from .source import LineIndex, split_lines
+from .screen import python_parse
+from .words import CodeWords
 
 RULES: List[Rule] = [cls() for cls in ALL_RULES if cls.code not in TOOL_CODES]
 MAX_FIX_ROUNDS = 8
@@ -43,12 +47,6 @@ T = TypeVar("T")
 def may_match(data, codes: FrozenSet[str]) -> bool:
     """The prefilter (on str or bytes): can any selected rule fire on this text at all?"""
     return any(r.may_fire(data) for r in RULES if r.code in codes)
-
-
-def tool_finding(code: str, message: str, line: int = 1, column: int = 0,
-                 filename: str = "-") -> Violation:
-    return Violation(code, BY_CODE[code].name, message, (line, column), (line, column),
-                     None, filename)
 
 
 def run_big_stack(fn: Callable[..., T], *args) -> T:
@@ -89,8 +87,14 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
         return []
     # CPython's own parser first, at the normal recursion limit: exact syntax errors,
     # and inputs too deep for it never reach LibCST (whose parser crashes on them)
-    error = python_syntax_error(text)
-    found = [error] if error is not None else run_big_stack(_analyse, text, rules, settings.device_name, project)
+    tree, error = python_parse(text)
+    if error is not None:
+        found = [error]
+    else:
+        rules = gate(rules, tree)  # what the code (not its comments or strings) can match
+        if not rules:
+            return []
+        found = run_big_stack(_analyse, text, rules, settings.device_name, project)
     found = [v for v in found if v.code in codes]
     noqa = noqa_map(text) if found and apply_noqa else {}
     kept = [
@@ -180,25 +184,13 @@ def _cuda_block(lines: List[str], line: int) -> Optional[int]:
     return None
 
 
-def python_syntax_error(text: str) -> Optional[Violation]:
-    """CPython's verdict, as flake8's E999 would give it; None when the text parses."""
-    try:
-        ast.parse(text)
-    except SyntaxError as exc:
-        line = exc.lineno or 1
-        col = max((exc.offset or 1) - 1, 0)
-        message = exc.msg
-        if "\0" in text and "null bytes" in message:
-            line, col = text[: text.find("\0")].count("\n") + 1, 0
-        if isinstance(exc, IndentationError) or "indent" in message:
-            message = f"{type(exc).__name__}: {message}"
-        return tool_finding("TDL900", f"invalid syntax: {message}", line, col)
-    except (RecursionError, MemoryError):
-        return tool_finding("TDL900", "the file is nested too deeply for Python's parser")
-    except ValueError as exc:  # NUL bytes
-        line = text[: text.find("\0")].count("\n") + 1 if "\0" in text else 1
-        return tool_finding("TDL900", f"invalid source: {exc}", line)
-    return None
+def gate(rules: Sequence[Rule], tree: ast.AST) -> List[Rule]:
+    """The rules whose gate (``Rule.needs``, see ``words``) this module's code passes:
+    only they need LibCST, and a module that none passes is never parsed by it."""
+    if not any(r.needs for r in rules):
+        return list(rules)
+    words = CodeWords(tree)
+    return [r for r in rules if words.satisfies(r.needs)]
 
 
 def _libcst_position(exc: cst.ParserSyntaxError) -> Tuple[int, int]:

@@ -9,8 +9,9 @@ TDL902.
 Cost: loading the plugin imports only the rule catalogue, never the rules or LibCST.
 ``parse_options`` asks flake8's own decision engine which TDL codes the run selects;
 when none is (``flake8 --select E9``), ``run`` returns at once. Otherwise a file pays
-one substring test per selected rule, and only a file that may match imports the
-engine and is analysed, by the selected rules alone.
+one substring test per selected rule, then one walk of the ast flake8 already built
+(the gate, ``words``); only a file that passes both imports the engine and is
+analysed, by the selected rules alone.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 from typing import FrozenSet, Iterator, List, Tuple, Type
 
 from . import __version__
-from .catalogue import CODES, TOOL_CODES, may_match
+from .catalogue import CODES, TOOL_CODES, gated, may_match
+from .words import CodeWords
 
 _SKIP = frozenset({"TDL900"})
 
@@ -30,6 +32,7 @@ class Plugin:
     selected: FrozenSet[str] = frozenset(c for c in CODES if c not in TOOL_CODES)
 
     def __init__(self, tree, lines: List[str], filename: str = "-"):
+        self.tree = tree
         self.lines = lines
         self.filename = filename
 
@@ -52,6 +55,8 @@ class Plugin:
         text = "".join(self.lines)
         if not may_match(text, self.selected):
             return
+        if self.tree is not None and not gated(self.selected, CodeWords(self.tree)):
+            return  # flake8's own tree: no selected rule's tokens in the code
         try:
             from .engine import check_source
             from .settings import Settings

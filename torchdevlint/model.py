@@ -57,6 +57,10 @@ class Fix:
     # names the fix binds (e.g. an inserted ``device``): two fixes that bind the same
     # name differently are never applied in the same round
     defines: FrozenSet[str] = frozenset()
+    # what keeps it from being safe, as tags tools can read (the message says it in
+    # words): ``receiver`` -- the receiver is not provably torch, which the whole-run
+    # index of a CLI run may still prove
+    blocked_by: FrozenSet[str] = frozenset()
 
     def applies(self, unsafe: bool) -> bool:
         if not self.edits or self.applicability is Applicability.DISPLAY:
@@ -69,6 +73,7 @@ class Fix:
             "message": self.message,
             "edits": [e.to_json() for e in self.edits],
             "defines": sorted(self.defines),
+            "blocked_by": sorted(self.blocked_by),
         }
 
 

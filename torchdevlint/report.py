@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence
 
 from . import __version__
 from .model import Applicability, Violation
-from .rules import ALL_RULES, BY_CODE, url_for
+from .catalogue import RULES, url_for
 from .source import DecodeError, LineIndex, apply_edits, decode, shown, split_lines
 
 FORMATS = ("concise", "text", "full", "grouped", "json", "github", "sarif")
@@ -107,6 +107,8 @@ def github(violations: Sequence[Violation]) -> str:
 
 
 def sarif(violations: Sequence[Violation], root: str = ".") -> str:
+    from .rules import ALL_RULES  # the rules' full descriptions: only SARIF needs them
+
     rules = []
     for rule in ALL_RULES:
         rules.append({
@@ -260,7 +262,7 @@ def statistics(violations: Sequence[Violation], unsafe: bool) -> str:
     lines = []
     for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         mark = "[*]" if fixable[code] == n else ("[-]" if fixable[code] else "   ")
-        lines.append(f"{n:>5}  {code}  {mark} {BY_CODE[code].name}\n")
+        lines.append(f"{n:>5}  {code}  {mark} {RULES[code][0]}\n")
     if fixable:
         lines.append("[*] every finding of the code has a fix that `fix` applies"
                      + (" (--unsafe-fixes)" if unsafe else "") + "; [-] some do\n")

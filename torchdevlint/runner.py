@@ -6,7 +6,6 @@ Everything here is about the file system; the engine never touches it.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import os
@@ -15,17 +14,15 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
-from .engine import check_source, fix_source, may_match, tool_finding
+from .catalogue import RULES, may_match, tool_finding
 from .model import Applicability, Edit, Fix, Violation
-from .analysis.receivers import UNPROVEN_RECEIVER
 from .project import ProjectIndex, build_index
-from .rules import BY_CODE
+from .screen import nothing_to_find
 from .settings import ConfigError, Settings
 from .source import DecodeError, decode, shown
 
@@ -154,6 +151,10 @@ def process(job: Job) -> FileResult:
             result.violations = [tool_finding("TDL901", exc.message, exc.line, 0, job.path)]
         return result
     result.parsed = True
+    if job.mode == "check" and nothing_to_find(source.text, codes):
+        return result  # screened without the engine: no rule can fire on this code
+    from .engine import check_source, fix_source  # LibCST comes with it: only for what may match
+
     if job.mode == "check":
         result.violations = check_source(source.text, job.path, job.settings, project=job.project)
         return result
@@ -200,6 +201,8 @@ def _process_notebook(job: Job, data: bytes, result: FileResult) -> FileResult:
     except NotebookError as exc:
         result.violations = [tool_finding("TDL900", str(exc), filename=job.path)]
         return result
+    from .engine import check_source, fix_source
+
     if job.mode == "check":
         result.violations = [_in_cell(nb, v) for v in check_source(nb.module, job.path, job.settings,
                                                                    project=job.project)]
@@ -339,6 +342,8 @@ def _os_reason(exc: OSError) -> str:
 def unified_diff(old: str, new: str, path: str) -> str:
     """A patch that ``git apply`` and ``patch`` accept for any text: lines are what they
     split on (``\n`` only; a lone ``\r``, a form feed or U+2028 stays inside its line)."""
+    import difflib
+
     lines = difflib.unified_diff(
         _patch_lines(old), _patch_lines(new), fromfile=_patch_name("a/", path), tofile=_patch_name("b/", path),
     )
@@ -470,7 +475,7 @@ def _code_stamp() -> str:
 
 def _violation_from_json(d: dict, path: str) -> Violation:
     """A cached finding; raises (KeyError, TypeError, ValueError) on any other shape."""
-    if d["code"] not in BY_CODE or not all(
+    if d["code"] not in RULES or not all(
             isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (
                 d["location"]["row"], d["location"]["column"],
                 d["end_location"]["row"], d["end_location"]["column"])):
@@ -483,7 +488,7 @@ def _violation_from_json(d: dict, path: str) -> Violation:
         fix = Fix(Applicability(f["applicability"]), f["message"], tuple(
             Edit((e["location"]["row"], e["location"]["column"] - 1),
                  (e["end_location"]["row"], e["end_location"]["column"] - 1), e["content"])
-            for e in f["edits"]), frozenset(f.get("defines", ())))
+            for e in f["edits"]), frozenset(f.get("defines", ())), frozenset(f.get("blocked_by", ())))
     cell = d.get("cell")
     if cell is not None and (not isinstance(cell, int) or isinstance(cell, bool) or cell < 1):
         raise ValueError("not a cell")
@@ -567,6 +572,8 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
 
 def _process_all(pending: List[Job], jobs: int):
     if jobs > 1 and len(pending) >= 2 * jobs:
+        from concurrent.futures import ProcessPoolExecutor  # only a many-file run pays for it
+
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             yield from pool.map(process, pending, chunksize=max(1, len(pending) // (jobs * 8)))
     else:
@@ -582,7 +589,7 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
     if len(paths) < 2:
         return
     needy = [p for p in paths if any(
-        v.fix is not None and v.fix.applicability is Applicability.UNSAFE and UNPROVEN_RECEIVER in v.fix.message
+        v.fix is not None and v.fix.applicability is Applicability.UNSAFE and "receiver" in v.fix.blocked_by
         for v in results[p].violations)]
     if not needy:
         return

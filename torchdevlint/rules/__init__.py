@@ -52,13 +52,7 @@ ALL_RULES: List[Type[Rule]] = sorted(
 BY_CODE: Dict[str, Type[Rule]] = {r.code: r for r in ALL_RULES}
 BY_NAME: Dict[str, Type[Rule]] = {r.name: r for r in ALL_RULES}
 TOOL_CODES = frozenset(code for code in BY_CODE if code.startswith("TDL9"))
-from ..model import DOCS_URL  # noqa: E402 - the one place the reference's address is set
-
-
-def url_for(code: str) -> str:
-    rule = BY_CODE.get(code)
-    anchor = f"{code.lower()}-{rule.name}" if rule else code.lower()
-    return f"{DOCS_URL}#{anchor}"
+from ..catalogue import url_for  # noqa: E402,F401 - one address for every rule's reference
 
 
 def find(code_or_name: str) -> Type[Rule]:

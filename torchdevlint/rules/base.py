@@ -15,6 +15,7 @@ import libcst as cst
 
 from ..analysis import Analysis, CallSite
 from ..catalogue import passes
+from ..words import Needs
 from ..model import Applicability, Edit, Fix, Position, Violation
 
 
@@ -44,6 +45,9 @@ class Rule:
     # alternatives (any one suffices); ``also_requires``, when set, must match too.
     triggers: ClassVar[Tuple[str, ...]] = ()
     also_requires: ClassVar[Tuple[str, ...]] = ()
+    # The gate on the code (see ``words``): groups of alternative tokens, all of which
+    # CPython's ast of the module must show for the rule to fire (none: no gate)
+    needs: ClassVar[Needs] = ()
     fixable: ClassVar[str] = "never"  # always | sometimes | never
     # the fix and its applicability in words, as the README's rule table says it
     fix_summary: ClassVar[str] = "none"

@@ -14,6 +14,7 @@ class BareCudaCall(Rule):
     name = "bare-cuda-call"
     summary = "`.cuda()` without a device moves to the implicit current device"
     triggers = (".cuda(",)
+    needs = (("call:cuda",),)  # the gate on the code: a call of a `cuda` method
     fixable = "always"
     fix_summary = ('`.to(device)` (safe with an exact device in scope or under a guard that makes CUDA certain, '
                    'else unsafe; display in library modules)')
@@ -177,7 +178,7 @@ class BareCudaCall(Rule):
                 message += f" ({'; '.join(reasons)})"
             fix_edits = tuple(edits) + (ctx.cuda_to_device(call, device_code),)
             fix = Fix(applicability, message, fix_edits if applicability is not Applicability.DISPLAY else (),
-                      defines)
+                      defines, frozenset({"receiver"}) if UNPROVEN_RECEIVER in reasons else frozenset())
             yield ctx.violation(
                 call,
                 "`.cuda()` without a device uses the implicit current device (cuda:0 unless something "

@@ -17,6 +17,8 @@ class RankCodeOnFixedDevice(Rule):
     name = "rank-code-on-fixed-device"
     summary = "per-rank code places work on a device that does not depend on the rank: every rank uses GPU 0"
     triggers = ("cuda",)
+    # the gate on the code: `.cuda(...)`, or a "cuda"/"cuda:0" device string
+    needs = (("call:cuda", "str^cuda"),)
     # whatever makes code per-process (see analysis.devices): targets, launchers, RPC,
     # rank markers of a script launched per rank
     also_requires = ("spawn", "Process", "Pool", "RANK", "WORLD_SIZE", "SLURM_LOCALID", "local_rank",

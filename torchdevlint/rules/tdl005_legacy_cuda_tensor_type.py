@@ -25,6 +25,7 @@ class LegacyCudaTensorType(Rule):
     summary = "a legacy `torch.cuda.<T>Tensor` type allocates or converts on the implicit current device"
     triggers = ("Tensor",)
     also_requires = ("cuda",)
+    needs = (tuple(f"name:{t}" for t in DTYPES),)  # the gate on the code: a typed tensor's name
     fixable = "sometimes"
     fix_summary = ('`torch.empty`/`torch.tensor(..., dtype=, device=)`, `.to(device, dtype)`; the alias idiom '
                    'becomes a device with the same choice (safe with an exact device, else unsafe)')

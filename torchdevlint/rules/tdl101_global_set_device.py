@@ -16,6 +16,7 @@ class GlobalSetDevice(Rule):
     name = "global-set-device"
     summary = "`torch.cuda.set_device` changes a hidden global outside distributed setup"
     triggers = ("set_device",)
+    needs = (("name:set_device", "name:set_device_index", "name:set_device_idx"),)  # the gate on the code
     fixable = "sometimes"
     fix_summary = 'explicit device object or `with torch.<backend>.device(k):` (unsafe), or display'
     fix_priority = 0

@@ -20,6 +20,7 @@ class SetDeviceInThread(Rule):
     name = "set-device-in-thread"
     summary = "a thread's `set_device` leaks into later pool tasks, or binds a thread that does no CUDA work"
     triggers = ("set_device",)
+    needs = (("name:set_device", "name:set_device_index", "name:set_device_idx"),)  # the gate on the code
     fixable = "sometimes"
     fix_summary = '`with torch.cuda.device(k):` (unsafe) or display'
     fix_priority = 0

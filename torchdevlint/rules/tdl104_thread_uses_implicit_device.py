@@ -19,6 +19,9 @@ class ThreadUsesImplicitDevice(Rule):
     summary = "a thread does CUDA work on the implicit device: it runs on cuda:0"
     triggers = ("Thread", "Executor", "run_in_executor", "to_thread")
     also_requires = (".cuda(", "cuda'", 'cuda"', "pin_memory")
+    # the gate on the code: a thread or executor, and a use of the implicit device
+    needs = (("name~Thread", "name~Executor", "name:to_thread", "name:run_in_executor", "name:Pool"),
+             ("call:cuda", "str^cuda", "name:pin_memory", "name~current_device"))
     fixable = "never"
     fix_summary = 'none'
     what = """

@@ -14,6 +14,7 @@ class CudaVisibleDevicesAfterInit(Rule):
     summary = "`CUDA_VISIBLE_DEVICES` assigned after CUDA was initialised has no effect"
     triggers = ("CUDA_VISIBLE_DEVICES",)
     also_requires = ("cuda", "DataParallel", "accelerator")
+    needs = (("str~CUDA_VISIBLE_DEVICES", "name:CUDA_VISIBLE_DEVICES"),)  # the gate on the code
     fixable = "never"
     fix_summary = 'display (names where CUDA started)'
     what = """

@@ -18,6 +18,7 @@ class DataParallelImplicitDevices(Rule):
     name = "data-parallel-implicit-devices"
     summary = "`DataParallel` moved with `.cuda()` while its devices are implicit"
     triggers = ("DataParallel",)
+    needs = (("name:DataParallel",),)  # the gate on the code
     fixable = "sometimes"
     fix_summary = 'move before wrapping, explicit `device_ids` (unsafe)'
     fix_priority = 0

@@ -1,0 +1,98 @@
+"""The gate on the code (``words``): rules whose tokens the module's ast lacks never run,
+and a module no rule passes never reaches LibCST. It may only ever skip work: every
+fixture and rule example gives the same findings, and the same fixed text, with and
+without it."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from helpers import fixture_programs
+from torchdevlint import engine
+from torchdevlint.engine import RULES, check_source, fix_source
+from torchdevlint.words import CodeWords, check_tokens
+
+TEXTS = [p.read_text(encoding="utf-8") for p in fixture_programs()]
+TEXTS += [code for r in RULES for code in r.VALID] + [ex.code for r in RULES for ex in r.INVALID]
+TEXTS += [
+    # mentions in comments, docstrings and other words: the text prefilter passes them
+    'import torch\n"""Call x.cuda() or torch.load(p) here."""\n# m.cuda()\nurl = "download"\n',
+    "import torch\ndef f(t: torch.Tensor, cuda: bool):\n    return t\n",
+    # spellings the gate must keep
+    "import torch\nfrom torch.cuda import device as cuda_device\ncuda_device(1)\n",
+    "from torch import load as tload\nstate = tload('x.pt')\n",
+    "import os\nos.environ.update(CUDA_VISIBLE_DEVICES='1')\nimport torch\ntorch.zeros(1).cuda()\n",
+    "import threading, torch\ndef work():\n    torch.zeros(1, device='cuda')\nthreading.Thread(target=work).start()\n",
+]
+
+
+def _ungated(rules, tree):
+    return list(rules)
+
+
+def _describe(found):
+    return [(v.code, v.start, v.end, v.message, v.fix) for v in found]
+
+
+@pytest.mark.parametrize("index", range(len(TEXTS)))
+def test_gate_changes_no_finding_and_no_fix(index, monkeypatch):
+    text = TEXTS[index]
+    gated = _describe(check_source(text))
+    gated_fix = fix_source(text, unsafe=True).text
+    monkeypatch.setattr(engine, "gate", _ungated)
+    assert gated == _describe(check_source(text))
+    assert gated_fix == fix_source(text, unsafe=True).text
+
+
+def test_a_module_no_rule_passes_never_reaches_libcst(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("LibCST parsed a module the gate had ruled out")
+
+    monkeypatch.setattr(engine.cst, "parse_module", boom)
+    assert check_source(TEXTS[-6]) == []  # `.cuda()` and `load` in a docstring and a comment
+    assert check_source("import torch\ndef f(t: torch.Tensor, cuda: bool):\n    return t\n") == []
+
+
+def test_words_are_code_tokens():
+    words = CodeWords(ast.parse(
+        '"""x.cuda()"""\n# y.set_device(1)\nimport torch.cuda as tc\nfrom torch.cuda import device as d\n'
+        "tc.device(1)\nz = m.cuda(non_blocking=True)\nclass T(threading.Thread):\n    def run(self, pin_memory):\n"
+        "        pass\nenv = {'CUDA_VISIBLE_DEVICES': '0'}\n"))
+    assert words.has("call:cuda") and not words.has("stmtcall:cuda") and words.has("stmtcall:device")
+    assert not words.has("name:set_device")  # only in a comment
+    assert words.has("renamed:device") and words.has("name:d") and words.has("name:cuda")
+    assert words.has("name:non_blocking") and words.has("name:pin_memory") and words.has("name~Thread")
+    assert words.has("str~CUDA_VISIBLE_DEVICES") and words.has("str^0") and not words.has("str^nothing")
+    assert words.satisfies(()) and words.satisfies((("call:cuda", "name:nothing"), ("name:T",)))
+    assert not words.satisfies((("call:cuda",), ("name:nothing",)))
+
+
+def test_every_rule_declares_a_well_formed_gate():
+    for rule in RULES:
+        check_tokens(rule.needs)
+    with pytest.raises(ValueError):
+        check_tokens((("cal:cuda",),))
+    with pytest.raises(ValueError):
+        check_tokens(((),))
+
+
+def test_check_of_a_clean_file_imports_neither_the_rules_nor_libcst(tmp_path):
+    """The one-file run of pre-commit and editors: the screen answers a file no rule can
+    match without the engine; a file that may match imports it."""
+    import subprocess
+    import sys
+
+    clean = tmp_path / "clean.py"
+    clean.write_text('import torch\n"""Call x.cuda() here."""\nURL = "https://download"\ndef f(t: torch.Tensor):\n    return t + 1\n')
+    dirty = tmp_path / "dirty.py"
+    dirty.write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    probe = (
+        "import sys\nfrom torchdevlint.cli import main\n"
+        "rc = main(['check', '--no-cache', '-q', sys.argv[1]])\n"
+        "print(rc, 'libcst' in sys.modules, any(m.startswith('torchdevlint.rules') for m in sys.modules))\n"
+    )
+    for path, expected in ((clean, "0 False False"), (dirty, "1 True True")):
+        out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, cwd=tmp_path)
+        assert out.stdout.split("\n")[-2] == expected, out.stdout + out.stderr

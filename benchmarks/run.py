@@ -6,13 +6,18 @@ Downloads the pinned corpus sources from PyPI (no dependencies) into
 benchmarks/corpus/ (git-ignored), installs the pinned tools when they are missing,
 then runs, alternating, several times: torchdevlint check cold (no cache) and warm
 (cache primed), ruff check --select E,F,B on the whole corpus, TorchFix on fairseq,
-and flake8 with and without the TDL plugin on fairseq. It prints medians, the ratios
-the goals are stated in, and each tool's peak RSS. Not run in CI.
+flake8 with and without the TDL plugin on fairseq (TDL selected, and only E9 selected),
+one ~300-line file through torchdevlint and ruff (and Python's bare startup), and a
+file with 1,000 findings against the same file with none. It prints medians, each
+tool's peak RSS, a per-stage time-per-line table of one in-process cold check
+(stages.py) beside ruff's and TorchFix's, and the ratios the goals are stated in,
+each marked met or MISSED. Not run in CI.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -93,6 +98,49 @@ def timed(cmd, cwd) -> tuple:
     return elapsed, peak_mb
 
 
+def pick_file(root: Path, lines: int = 300) -> Path:
+    """The file under ``root`` closest to ``lines`` lines that calls ``.cuda(``: one file
+    a pre-commit hook or an editor would check, through the whole pipeline."""
+    best = None
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if ".cuda(" in text:
+            score = abs(text.count("\n") - lines)
+            if best is None or score < best[0]:
+                best = (score, path)
+    assert best is not None, "no file calls .cuda("
+    return best[1]
+
+
+def many_findings(folder: Path, n: int = 1000) -> tuple:
+    """A script with ``n`` bare ``.cuda()`` findings, and the same script with none
+    (``.cuda(0)``: the same code through the same pipeline, nothing to report)."""
+    head = "import torch\n\n\ndef main(x):\n"
+    tail = "\n\nif __name__ == '__main__':\n    main(torch.zeros(1))\n"
+    many, none = folder / "many_findings.py", folder / "no_findings.py"
+    many.write_text(head + "".join(f"    y{i} = x.cuda()\n" for i in range(n)) + tail)
+    none.write_text(head + "".join(f"    y{i} = x.cuda(0)\n" for i in range(n)) + tail)
+    return many, none
+
+
+def stage_table(src: Path, med: dict, lines: int, fairseq_lines: int) -> None:
+    """Per-stage time per line of one cold in-process check, beside ruff's and
+    TorchFix's whole-run time per line from the same run."""
+    out = subprocess.run([PY, str(HERE / "stages.py"), str(src)], capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    print(f"per-stage time of one cold in-process check (no pool): {data['files']} files, {data['lines']} lines; "
+          f"{data['files_analysed']} files / {data['lines_analysed']} lines reach LibCST; "
+          f"{data['findings']} findings")
+    print(f"  {'stage':<14} {'seconds':>8} {'us/line':>9}  (per line of what the stage sees)")
+    for stage, secs in data["seconds"].items():
+        print(f"  {stage:<14} {secs:8.2f} {data['us_per_line'][stage]:9.1f}")
+    total = sum(data["seconds"].values())
+    print(f"  {'total':<14} {total:8.2f} {1e6 * total / data['lines']:9.1f}  (per corpus line)")
+    print(f"  {'ruff E,F,B':<14} {med['ruff E,F,B']:8.2f} {1e6 * med['ruff E,F,B'] / lines:9.1f}  (wall, per corpus line)")
+    print(f"  {'torchfix':<14} {med['torchfix fairseq']:8.2f} {1e6 * med['torchfix fairseq'] / fairseq_lines:9.1f}"
+          "  (wall, per fairseq line)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
@@ -102,10 +150,16 @@ def main() -> int:
     ensure_tools()
     files, lines = count_lines(src)
     fairseq = src / "fairseq"
+    _, fairseq_lines = count_lines(fairseq)
     print(f"corpus: {files} files, {lines} lines ({', '.join(f'{k} {v}' for k, v in PACKAGES.items())}); "
           f"{os.cpu_count()} CPUs; jobs={args.jobs}")
     cache_home = Path(tempfile.mkdtemp(prefix="tdl-bench-"))
+    one = pick_file(fairseq)
+    many, none = many_findings(cache_home)
+    print(f"one file: {one.relative_to(src)} ({one.read_text(encoding='utf-8', errors='replace').count(chr(10))} "
+          "lines); many findings: 1,000 bare .cuda() in one function, against the same with .cuda(0)")
     tdl = [PY, "-m", "torchdevlint", "check", str(src), "-q", "--exit-zero", "--jobs", str(args.jobs)]
+    check_one = [PY, "-m", "torchdevlint", "check", "-q", "--exit-zero", "--no-cache"]
     commands = {
         "torchdevlint cold": tdl + ["--no-cache"],
         "torchdevlint warm": tdl,
@@ -115,6 +169,13 @@ def main() -> int:
         "torchfix fairseq": [PY, "-m", "torchfix", str(fairseq)],
         "flake8+TDL fairseq": [PY, "-m", "flake8", "--exit-zero", "-j", str(args.jobs), str(fairseq)],
         "flake8 fairseq": [PY, "-c", FLAKE8_WITHOUT, "--exit-zero", "-j", str(args.jobs), str(fairseq)],
+        "flake8+TDL E9": [PY, "-m", "flake8", "--select", "E9", "--exit-zero", "-j", str(args.jobs), str(fairseq)],
+        "flake8 E9": [PY, "-c", FLAKE8_WITHOUT, "--select", "E9", "--exit-zero", "-j", str(args.jobs), str(fairseq)],
+        "torchdevlint one": check_one + [str(one)],
+        "ruff one": [PY, "-m", "ruff", "check", "--select", "E,F,B", "--exit-zero", "--no-cache", str(one)],
+        "python startup": [PY, "-c", "pass"],
+        "torchdevlint 1000": check_one + [str(many)],
+        "torchdevlint 0 of 1000": check_one + [str(none)],
     }
     subprocess.run(tdl, cwd=cache_home, capture_output=True)  # prime the warm cache
     times = {name: [] for name in commands}
@@ -127,16 +188,27 @@ def main() -> int:
         print(f"round {i + 1}/{args.repeat} done", file=sys.stderr)
     med = {name: statistics.median(v) for name, v in times.items()}
     for name in commands:
-        print(f"{name:<22} median {med[name]:7.2f}s  (runs: {', '.join(f'{t:.2f}' for t in times[name])})"
+        print(f"{name:<24} median {med[name]:7.3f}s  (runs: {', '.join(f'{t:.3f}' for t in times[name])})"
               f"  peak RSS {peaks[name]:.0f} MB")
+    stage_table(src, med, lines, fairseq_lines)
+    goals = [
+        ("cold check / ruff", med["torchdevlint cold"] / med["ruff E,F,B"], "<=", 0.5),
+        ("1,000 findings / none", med["torchdevlint 1000"] / med["torchdevlint 0 of 1000"], "<=", 2.0),
+        ("one file / ruff", med["torchdevlint one"] / med["ruff one"], "<=", 5.0),
+        ("  (python startup / ruff)", med["python startup"] / med["ruff one"], "", None),
+        ("flake8 E9: with / without TDL", med["flake8+TDL E9"] / med["flake8 E9"], "<=", 1.02),
+        ("flake8: with / without TDL", med["flake8+TDL fairseq"] / med["flake8 fairseq"], "<=", 1.10),
+        ("warm / cold", med["torchdevlint warm"] / med["torchdevlint cold"], "<=", 0.10),
+        ("peak RSS (MB)", max(peaks["torchdevlint cold"], peaks["torchdevlint warm"]), "<=", 300),
+        ("torchfix / torchdevlint on fairseq", med["torchfix fairseq"] / med["torchdevlint fairseq"], ">=", 50),
+    ]
     print("goals (ratios of medians):")
-    print(f"  cold check / ruff            = {med['torchdevlint cold'] / med['ruff E,F,B']:.2f}  (goal <= 1.0)")
-    print(f"  torchfix / torchdevlint      = {med['torchfix fairseq'] / med['torchdevlint fairseq']:.1f}x "
-          "on fairseq (goal >= 20x)")
-    print(f"  flake8 with / without TDL    = {med['flake8+TDL fairseq'] / med['flake8 fairseq']:.2f}  (goal <= 1.10)")
-    print(f"  warm / cold                  = {med['torchdevlint warm'] / med['torchdevlint cold']:.2f}  (goal <= 0.10)")
-    print(f"  torchdevlint peak RSS        = {max(peaks['torchdevlint cold'], peaks['torchdevlint warm']):.0f} MB"
-          "  (goal <= 300 MB)")
+    for label, value, op, goal in goals:
+        if goal is None:
+            print(f"  {label:<36} {value:8.2f}")
+            continue
+        met = value <= goal if op == "<=" else value >= goal
+        print(f"  {label:<36} {value:8.2f}  (goal {op} {goal}: {'met' if met else 'MISSED'})")
     shutil.rmtree(cache_home, ignore_errors=True)
     return 0
 

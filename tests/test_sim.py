@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import textwrap
@@ -258,3 +259,27 @@ def _line_of(text):
 
     lines = inspect.getsource(__import__(__name__)).splitlines()
     return next(i for i, line in enumerate(lines, 1) if text in line and "_line_of" not in line)
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_sim_cli_simulates_multiprocessing_process_children(tmp_path, method):
+    """`multiprocessing.Process` targets run under the simulator in the child, whatever
+    the start method, each reporting under the order it was started in: the workers
+    that bind their rank's GPU land on it; the ones that do not all land on cuda:0."""
+    body = (
+        "import multiprocessing as mp\nimport torch\n\n\ndef work(rank):\n{bind}"
+        "    x = torch.ones(4, 4).cuda()\n\n\ndef main():\n"
+        f"    ctx = mp.get_context({method!r})\n"
+        "    procs = [ctx.Process(target=work, args=(r,)) for r in range(2)]\n"
+        "    for p in procs:\n        p.start()\n    for p in procs:\n        p.join()\n"
+        "        assert p.exitcode == 0\n\n\nif __name__ == '__main__':\n    main()\n"
+    )
+    for bind, rank1_device in (("    torch.cuda.set_device(rank)\n", "cuda:1"), ("", "cuda:0")):
+        script = tmp_path / f"workers_{method}_{bool(bind)}.py"
+        script.write_text(body.format(bind=bind))
+        r = cli("sim", "--gpus", "2", "--report", str(tmp_path / "r.json"), str(script), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr.decode()
+        children = json.loads((tmp_path / "r.json").read_text())["children"]
+        assert [c["process"] for c in children] == [0, 1]
+        placed = {c["process"]: sorted(d for d, n in c["devices"].items() if n["tensors"]) for c in children}
+        assert placed == {0: ["cuda:0"], 1: [rank1_device]}

@@ -33,7 +33,7 @@ from .noqa import noqa_map, suppressed
 from .rules import ALL_RULES, BY_CODE, TOOL_CODES
 from .rules.base import Context, Rule
 from .settings import Settings
-from .source import LineIndex, split_lines
+from .source import LineIndex, Outline, split_lines
 from .screen import python_parse
 from .words import CodeWords
 
@@ -141,11 +141,12 @@ def _one_applicability_per_statement(found: List[Violation], text: str) -> List[
     (`if cuda:`, `if torch.cuda.is_available():`, `if args.cuda:`), share the weakest
     applicability: `fix` never half-converts `yield inputs.cuda(), labels.cuda()` or a
     block."""
-    lines = split_lines(text)
+    outline: Optional[Outline] = None
     by_group: Dict[Tuple[str, int], List[int]] = {}
     for i, v in enumerate(found):
         if v.fix is not None and v.code.startswith("TDL00"):
-            block = _cuda_block(lines, v.start[0])
+            outline = outline or Outline(split_lines(text))
+            block = _cuda_block(outline, v.start[0])
             key = ("block", block) if block is not None else ("line", v.start[0])
             by_group.setdefault(key, []).append(i)
     for group in by_group.values():
@@ -163,24 +164,12 @@ def _one_applicability_per_statement(found: List[Violation], text: str) -> List[
     return found
 
 
-def _cuda_block(lines: List[str], line: int) -> Optional[int]:
+def _cuda_block(outline: Outline, line: int) -> Optional[int]:
     """The line of the nearest enclosing `if`/`elif` whose test mentions cuda, if any
     (read by indentation: cheap, and only walks up through enclosing headers)."""
-    if line - 1 >= len(lines):
-        return None
-    current = lines[line - 1]
-    indent = len(current) - len(current.lstrip())
-    i = line - 2
-    while indent > 0 and i >= 0:
-        text = lines[i]
-        stripped = text.lstrip()
-        if stripped and not stripped.startswith("#"):
-            depth = len(text) - len(stripped)
-            if depth < indent:
-                indent = depth
-                if stripped.startswith(("if ", "elif ")) and "cuda" in stripped.lower():
-                    return i + 1
-        i -= 1
+    for number, text in outline.headers(line):
+        if text.startswith(("if ", "elif ")) and "cuda" in text.lower():
+            return number
     return None
 
 

@@ -15,10 +15,15 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 from .catalogue import CODES
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python < 3.11 only
-    import tomli as tomllib
+
+
+def _toml():
+    """The TOML reader, imported only when a file that may hold our table is read."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python < 3.11 only
+        import tomli as tomllib
+    return tomllib
 
 
 class ConfigError(Exception):
@@ -131,11 +136,12 @@ def find_pyproject(start: str) -> Optional[Path]:
                 raw = candidate.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"{candidate}: cannot read TOML: {exc}")
+            if "torchdevlint" not in raw:
+                continue  # no [tool.torchdevlint] can be in it (spelled with escapes: not supported)
+            tomllib = _toml()
             try:
                 data = tomllib.loads(raw)
             except tomllib.TOMLDecodeError as exc:
-                if "torchdevlint" not in raw:
-                    continue  # another project's broken file, without our table: not ours to read
                 raise ConfigError(f"{candidate}: cannot read TOML: {exc}")
             if "torchdevlint" in data.get("tool", {}):
                 return candidate
@@ -145,6 +151,7 @@ def find_pyproject(start: str) -> Optional[Path]:
 def load(path: Optional[Path]) -> Settings:
     if path is None:
         return Settings()
+    tomllib = _toml()
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:

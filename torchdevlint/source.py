@@ -33,6 +33,37 @@ def split_lines(text: str, keepends: bool = False) -> List[str]:
     return lines[:-1] if lines and not lines[-1] else lines
 
 
+class Outline:
+    """The block structure of physical lines, read by indentation alone: for each line,
+    the nearest earlier code line (not blank, not a comment) indented less. Following
+    those links from a line walks up through the headers that enclose it (``if``,
+    ``for``, ``def``...) in O(depth), however long the blocks are."""
+
+    def __init__(self, lines: Sequence[str]):
+        self.lines = lines
+        self.parent: List[int] = [-1] * len(lines)  # 0-based indices; -1: none
+        stack: List[tuple] = []  # (indentation, index) of the open code lines
+        for i, text in enumerate(lines):
+            stripped = text.lstrip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            depth = len(text) - len(stripped)
+            while stack and stack[-1][0] >= depth:
+                stack.pop()
+            self.parent[i] = stack[-1][1] if stack else -1
+            stack.append((depth, i))
+
+    def headers(self, line: int, top: int = 1):
+        """The enclosing lines of ``line`` (1-based), innermost first, down to ``top``:
+        (1-based line, its text without indentation)."""
+        if not 0 < line <= len(self.lines):
+            return
+        i = self.parent[line - 1] if self.lines[line - 1].strip() else -1
+        while i >= top - 1:
+            yield i + 1, self.lines[i].lstrip()
+            i = self.parent[i]
+
+
 def count_breaks(text: str, start: int = 0, end: Optional[int] = None) -> int:
     """How many line breaks (Python's notion) lie in ``text[start:end]``."""
     return len(_NEWLINE.findall(text, start, len(text) if end is None else end))

@@ -25,6 +25,7 @@ import libcst as cst
 
 from .. import names as N
 from .core import Analysis
+from ..source import Outline
 from .facts import CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, definitely_bound, is_bare_cuda
 from .process import _called_name as _last_name
 from .process import _is_main_guard
@@ -473,26 +474,16 @@ class DeviceFacts:
         """The ``if``/``elif`` lines that enclose ``site`` in its function, innermost first
         (read from the source text by indentation)."""
         a = self.a
-        lines = a.lines
         line = a.range(site.node).start.line
         fn = a.enclosing_function(site.scope)
         while fn is not None and isinstance(fn.node, cst.Lambda):  # a lambda's guards are its def's
             fn = a.enclosing_function(fn.scope.parent) if fn.scope.parent is not None else None
         top = a.range(fn.node).start.line if fn is not None else 1
-        current = lines[line - 1] if line - 1 < len(lines) else ""
-        indent = len(current) - len(current.lstrip())
-        out = []
-        for i in range(line - 2, top - 2, -1):
-            text = lines[i]
-            stripped = text.lstrip()
-            if not stripped or stripped.startswith("#"):
-                continue
-            depth = len(text) - len(stripped)
-            if depth < indent:
-                indent = depth
-                if stripped.startswith(("if ", "elif ")):
-                    out.append(stripped)
-        return out
+        return [text for _, text in self.outline.headers(line, top) if text.startswith(("if ", "elif "))]
+
+    @cached_property
+    def outline(self) -> Outline:
+        return Outline(self.a.lines)
 
     def cuda_assured(self, site: CallSite) -> Optional[str]:
         """The guard that makes CUDA certainly available at ``site`` (its ``if`` line), or

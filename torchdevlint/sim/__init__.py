@@ -12,8 +12,8 @@ on the same device" error; an out-of-range index raises "invalid device ordinal"
 
 Process-level setup (``process.py``): ``CUDA_VISIBLE_DEVICES`` read once at the first
 CUDA use, late assignments reported; NCCL process groups as one-process gloo groups with
-the communicator's device recorded; ``mp.spawn``/``start_processes`` children simulated,
-each reporting under its process index. Legacy PyTorch (``legacy.py``): the typed
+the communicator's device recorded; ``mp.spawn``/``start_processes`` children and
+``multiprocessing.Process`` targets simulated, each reporting under its process index. Legacy PyTorch (``legacy.py``): the typed
 ``torch.cuda.<T>Tensor`` constructors, ``Variable``, ``torch.save``/``torch.load``
 placement. The op-level mode is ``mode.py``; ``DataParallel``'s rules ``parallel.py``.
 
@@ -58,6 +58,12 @@ from .process import (
 from .tags import _TAG, _invalid_ordinal, device_of  # noqa: F401  (device_of is public)
 
 _HERE = __file__.rsplit("/", 1)[0]
+_ACTIVE: List["Simulator"] = []  # the simulators entered in this process, innermost last
+
+
+def active() -> Optional["Simulator"]:
+    """The simulator this process runs under (a forked child inherits its parent's)."""
+    return _ACTIVE[-1] if _ACTIVE else None
 _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 
 
@@ -199,9 +205,12 @@ class Simulator:
         except BaseException:
             self._stack.close()
             raise
+        _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
+        if _ACTIVE and _ACTIVE[-1] is self:
+            _ACTIVE.pop()
         try:
             self._stack.close()
         finally:

@@ -248,25 +248,86 @@ class SimulatedChild:
                 json.dump(data, f)
 
 
+class SimulatedTarget:
+    """The target of a ``multiprocessing.Process`` (any start method), run under the
+    simulator in the child, reporting as process ``label`` (the order the parent started
+    them in). A spawned child starts a simulator of its own; a forked one carries the
+    parent's along and reports only what it placed itself."""
+
+    def __init__(self, fn, gpus: int, report_dir: str, label: int):
+        self.fn = fn
+        self.gpus = gpus
+        self.report_dir = report_dir
+        self.label = label
+
+    def __call__(self, *args, **kwargs):
+        from . import Simulator, active
+
+        inherited = active()
+        if inherited is not None:  # forked: the parent's simulator is already on
+            inherited.state.placements.clear()
+            try:
+                return self.fn(*args, **kwargs)
+            finally:
+                self._write(inherited.report())
+        sim = Simulator(self.gpus, record=True)
+        try:
+            with sim:
+                return self.fn(*args, **kwargs)
+        finally:
+            self._write(sim.report())
+
+    def _write(self, data: Dict[str, Any]) -> None:
+        import json
+
+        data["process"] = self.label
+        path = os.path.join(self.report_dir, f"process-{self.label}-{os.getpid()}.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+
+
+# process targets of the libraries' own machinery (mp.spawn's wrapper, pool and
+# executor workers): mp.spawn's children are simulated by its own patch, and the
+# workers of a pool outlive any one task
+_MACHINERY = ("multiprocessing.", "concurrent.", "torch.multiprocessing.", "torch.distributed.elastic.")
+
+
 def patch_processes(sim, set_attr) -> None:
-    """``mp.spawn``/``start_processes`` children run under the simulator too, each
-    reporting under its process index."""
+    """``mp.spawn``/``start_processes`` children and ``multiprocessing.Process`` targets
+    run under the simulator too, each reporting under its process index."""
     import importlib
+    import multiprocessing.process as mp_process
     import tempfile
 
     import torch.multiprocessing as tmp
+
+    def report_dir() -> str:
+        if sim.children_dir is None:
+            sim.children_dir = tempfile.mkdtemp(prefix="torchdevlint-sim-")
+        return sim.children_dir
 
     spawn_module = importlib.import_module("torch.multiprocessing.spawn")
     original = spawn_module.start_processes
 
     def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
-        if sim.children_dir is None:
-            sim.children_dir = tempfile.mkdtemp(prefix="torchdevlint-sim-")
-        child = SimulatedChild(fn, sim.state.physical, sim.children_dir)
+        child = SimulatedChild(fn, sim.state.physical, report_dir())
         return original(child, args, nprocs, join, daemon, start_method)
 
     set_attr(spawn_module, "start_processes", start_processes)
     set_attr(tmp, "start_processes", start_processes)
+
+    original_start = mp_process.BaseProcess.start
+    started = [0]
+
+    def start(process_self):
+        target = getattr(process_self, "_target", None)
+        module = getattr(target, "__module__", None) or ""
+        if target is not None and not isinstance(target, SimulatedTarget) and not module.startswith(_MACHINERY):
+            process_self._target = SimulatedTarget(target, sim.state.physical, report_dir(), started[0])
+            started[0] += 1
+        return original_start(process_self)
+
+    set_attr(mp_process.BaseProcess, "start", start)
 
 
 def collect_children(report_dir: Optional[str]) -> List[Dict[str, Any]]:

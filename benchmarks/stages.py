@@ -1,0 +1,92 @@
+"""Where one cold `check` spends its time, stage by stage, per line (in-process).
+
+    python benchmarks/stages.py DIR [DIR ...]
+
+Reads every .py file under the folders and times, for each: read (bytes from disk),
+decode, prefilter (the selected rules' substring test), and for the files that pass it:
+CPython's parse (the syntax gate), LibCST's parse, the shared analysis, the rules, and
+the output (rendering the findings as the default text format). Prints one JSON object:
+seconds per stage, the lines each stage saw, and microseconds per line. Used by
+benchmarks/run.py; not a test.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+import time
+from pathlib import Path
+
+import libcst as cst
+
+from torchdevlint import report
+from torchdevlint.analysis import Analysis
+from torchdevlint.engine import RULES, _one_applicability_per_statement, may_match
+from torchdevlint.rules.base import Context
+from torchdevlint.settings import Settings
+from torchdevlint.source import decode
+
+
+def main(roots) -> dict:
+    codes = Settings().enabled_codes()
+    rules = [r for r in RULES if r.code in codes]
+    t = dict.fromkeys(("read", "decode", "prefilter", "ast_parse", "libcst_parse", "analysis", "rules",
+                       "output"), 0.0)
+    lines_all = lines_passed = files = passed = findings = 0
+    for root in roots:
+        for path in sorted(Path(root).rglob("*.py")):
+            files += 1
+            s = time.perf_counter()
+            data = path.read_bytes()
+            t["read"] += time.perf_counter() - s
+            s = time.perf_counter()
+            try:
+                text = decode(data).text
+            except Exception:
+                continue
+            t["decode"] += time.perf_counter() - s
+            n = text.count("\n") + 1
+            lines_all += n
+            s = time.perf_counter()
+            hit = may_match(text, codes)
+            t["prefilter"] += time.perf_counter() - s
+            if not hit:
+                continue
+            s = time.perf_counter()
+            try:
+                ast.parse(text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            t["ast_parse"] += time.perf_counter() - s
+            s = time.perf_counter()
+            try:
+                module = cst.parse_module(text)
+            except Exception:
+                continue
+            t["libcst_parse"] += time.perf_counter() - s
+            passed += 1
+            lines_passed += n
+            s = time.perf_counter()
+            analysis = Analysis(module, "device", text)
+            t["analysis"] += time.perf_counter() - s
+            s = time.perf_counter()
+            found = []
+            for rule in rules:
+                if rule.may_fire(text):
+                    found.extend(rule.check(Context(analysis, rule)))
+            found = _one_applicability_per_statement(found, text)
+            t["rules"] += time.perf_counter() - s
+            findings += len(found)
+            s = time.perf_counter()
+            report.render("full", found, False)
+            t["output"] += time.perf_counter() - s
+    seen = {"read": lines_all, "decode": lines_all, "prefilter": lines_all}
+    per_line = {k: 1e6 * v / max(seen.get(k, lines_passed), 1) for k, v in t.items()}
+    return {"files": files, "lines": lines_all, "files_analysed": passed, "lines_analysed": lines_passed,
+            "findings": findings, "seconds": t, "us_per_line": per_line}
+
+
+if __name__ == "__main__":
+    sys.setrecursionlimit(50_000)
+    print(json.dumps(main(sys.argv[1:] or ["."])))

@@ -129,8 +129,8 @@ def stage_table(src: Path, med: dict, lines: int, fairseq_lines: int) -> None:
     out = subprocess.run([PY, str(HERE / "stages.py"), str(src)], capture_output=True, text=True, check=True)
     data = json.loads(out.stdout)
     print(f"per-stage time of one cold in-process check (no pool): {data['files']} files, {data['lines']} lines; "
-          f"{data['files_analysed']} files / {data['lines_analysed']} lines reach LibCST; "
-          f"{data['findings']} findings")
+          f"{data['lines_prefiltered']} lines pass the prefilter; {data['files_analysed']} files / "
+          f"{data['lines_analysed']} lines pass the gate and reach LibCST; {data['findings']} findings")
     print(f"  {'stage':<14} {'seconds':>8} {'us/line':>9}  (per line of what the stage sees)")
     for stage, secs in data["seconds"].items():
         print(f"  {stage:<14} {secs:8.2f} {data['us_per_line'][stage]:9.1f}")

@@ -3,9 +3,10 @@
     python benchmarks/stages.py DIR [DIR ...]
 
 Reads every .py file under the folders and times, for each: read (bytes from disk),
-decode, prefilter (the selected rules' substring test), and for the files that pass it:
-CPython's parse (the syntax gate), LibCST's parse, the shared analysis, the rules, and
-the output (rendering the findings as the default text format). Prints one JSON object:
+decode, prefilter (the selected rules' substring test); for the files that pass it,
+CPython's parse and the gate on its tree (``words``); for the files that pass that,
+LibCST's parse, the shared analysis, the rules, and the output (rendering the findings
+as the default text format). Prints one JSON object:
 seconds per stage, the lines each stage saw, and microseconds per line. Used by
 benchmarks/run.py; not a test.
 """
@@ -22,7 +23,7 @@ import libcst as cst
 
 from torchdevlint import report
 from torchdevlint.analysis import Analysis
-from torchdevlint.engine import RULES, _one_applicability_per_statement, may_match
+from torchdevlint.engine import RULES, _one_applicability_per_statement, gate, may_match
 from torchdevlint.rules.base import Context
 from torchdevlint.settings import Settings
 from torchdevlint.source import decode
@@ -31,9 +32,9 @@ from torchdevlint.source import decode
 def main(roots) -> dict:
     codes = Settings().enabled_codes()
     rules = [r for r in RULES if r.code in codes]
-    t = dict.fromkeys(("read", "decode", "prefilter", "ast_parse", "libcst_parse", "analysis", "rules",
+    t = dict.fromkeys(("read", "decode", "prefilter", "ast_parse", "gate", "libcst_parse", "analysis", "rules",
                        "output"), 0.0)
-    lines_all = lines_passed = files = passed = findings = 0
+    lines_all = lines_passed = gated_lines = files = passed = findings = 0
     for root in roots:
         for path in sorted(Path(root).rglob("*.py")):
             files += 1
@@ -55,10 +56,16 @@ def main(roots) -> dict:
                 continue
             s = time.perf_counter()
             try:
-                ast.parse(text)
+                tree = ast.parse(text)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
             t["ast_parse"] += time.perf_counter() - s
+            s = time.perf_counter()
+            passing = gate([r for r in rules if r.may_fire(text)], tree)
+            t["gate"] += time.perf_counter() - s
+            gated_lines += n
+            if not passing:
+                continue
             s = time.perf_counter()
             try:
                 module = cst.parse_module(text)
@@ -72,18 +79,19 @@ def main(roots) -> dict:
             t["analysis"] += time.perf_counter() - s
             s = time.perf_counter()
             found = []
-            for rule in rules:
-                if rule.may_fire(text):
-                    found.extend(rule.check(Context(analysis, rule)))
+            for rule in passing:
+                found.extend(rule.check(Context(analysis, rule)))
             found = _one_applicability_per_statement(found, text)
             t["rules"] += time.perf_counter() - s
             findings += len(found)
             s = time.perf_counter()
             report.render("full", found, False)
             t["output"] += time.perf_counter() - s
-    seen = {"read": lines_all, "decode": lines_all, "prefilter": lines_all}
+    seen = {"read": lines_all, "decode": lines_all, "prefilter": lines_all, "ast_parse": gated_lines,
+            "gate": gated_lines}
     per_line = {k: 1e6 * v / max(seen.get(k, lines_passed), 1) for k, v in t.items()}
-    return {"files": files, "lines": lines_all, "files_analysed": passed, "lines_analysed": lines_passed,
+    return {"files": files, "lines": lines_all, "lines_prefiltered": gated_lines,
+            "files_analysed": passed, "lines_analysed": lines_passed,
             "findings": findings, "seconds": t, "us_per_line": per_line}
 
 

@@ -131,13 +131,13 @@ def test_unwritable_file_is_reported_and_nothing_is_left_behind(tmp_path, monkey
 def test_file_changed_between_read_and_write_is_skipped(tmp_path, monkeypatch):
     f = tmp_path / "a.py"
     f.write_text(CUDA)
-    real_fix = runner.fix_source
+    real_fix = engine.fix_source
 
     def fix_while_someone_edits(text, *a, **k):
         f.write_text(CUDA + "# edited meanwhile\n")
         return real_fix(text, *a, **k)
 
-    monkeypatch.setattr(runner, "fix_source", fix_while_someone_edits)
+    monkeypatch.setattr(engine, "fix_source", fix_while_someone_edits)
     [result] = runner.run([str(f)], "fix", Settings())
     assert not result.changed
     assert any(v.code == "TDL904" and "changed while it was being fixed" in v.message for v in result.violations)

@@ -77,21 +77,28 @@ def run_big_stack(fn: Callable[..., T], *args) -> T:
 
 # ---------------------------------------------------------------------- check
 def check_source(text: str, filename: str = "-", settings: Settings = Settings(),
-                 apply_noqa: bool = True, project=None) -> List[Violation]:
+                 apply_noqa: bool = True, project=None, passed: Optional[FrozenSet[str]] = None) -> List[Violation]:
     """Findings for one module's text, sorted, with ``# noqa`` applied (flake8 applies
     its own, so its plugin passes ``apply_noqa=False``). ``project`` (a CLI run's index
-    of its files) may make fixes surer; it never changes what is found."""
+    of its files) may make fixes surer; it never changes what is found. ``passed`` are
+    the codes the caller's ``screen`` let through (the text parses: no second parse)."""
     codes = settings.enabled_codes(filename)
     rules = [r for r in RULES if r.code in codes and r.may_fire(text)]  # rules that need less get less
     if not rules:
         return []
     # CPython's own parser first, at the normal recursion limit: exact syntax errors,
     # and inputs too deep for it never reach LibCST (whose parser crashes on them)
-    tree, error = python_parse(text)
+    if passed is not None:
+        rules = [r for r in rules if r.code in passed]
+        error = None
+    else:
+        tree, error = python_parse(text)
+        if error is None:
+            rules = gate(rules, tree)  # what the code (not its comments or strings) can match
+            del tree  # not alive beside LibCST's tree
     if error is not None:
         found = [error]
     else:
-        rules = gate(rules, tree)  # what the code (not its comments or strings) can match
         if not rules:
             return []
         found = run_big_stack(_analyse, text, rules, settings.device_name, project)

@@ -22,7 +22,7 @@ from . import __version__
 from .catalogue import RULES, may_match, tool_finding
 from .model import Applicability, Edit, Fix, Violation
 from .project import ProjectIndex, build_index
-from .screen import nothing_to_find
+from .screen import screen
 from .settings import ConfigError, Settings
 from .source import DecodeError, decode, shown
 
@@ -151,12 +151,14 @@ def process(job: Job) -> FileResult:
             result.violations = [tool_finding("TDL901", exc.message, exc.line, 0, job.path)]
         return result
     result.parsed = True
-    if job.mode == "check" and nothing_to_find(source.text, codes):
-        return result  # screened without the engine: no rule can fire on this code
+    if job.mode == "check":
+        passed = screen(source.text, codes)
+        if passed is not None and not passed:
+            return result  # screened without the engine: no rule can fire on this code
     from .engine import check_source, fix_source  # LibCST comes with it: only for what may match
 
     if job.mode == "check":
-        result.violations = check_source(source.text, job.path, job.settings, project=job.project)
+        result.violations = check_source(source.text, job.path, job.settings, project=job.project, passed=passed)
         return result
     outcome = fix_source(source.text, job.path, job.settings, unsafe=job.unsafe, project=job.project)
     result.violations = sorted(outcome.remaining + outcome.rejected, key=Violation.sort_key)

@@ -13,6 +13,9 @@ one of its tokens). A token is one of:
   imported name or its alias, a keyword argument, a def/class or parameter name;
 - ``name~PART``: an identifier that contains PART;
 - ``renamed:NAME``: NAME imported under another name (``from m import NAME as x``);
+- ``qual:DOTTED``: a name or attribute chain that may resolve to the qualified name
+  DOTTED through the module's imports (every import of its first name is tried, with
+  torch's re-exports folded as the analysis folds them: a superset of what it resolves);
 - ``str^PREFIX`` / ``str~PART``: a string constant that starts with PREFIX / contains
   PART (constants of up to 200 characters: device strings and environment keys, not
   docstrings).
@@ -25,7 +28,9 @@ rule example and the corpus with and without the gate.
 from __future__ import annotations
 
 import ast
-from typing import FrozenSet, Iterable, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, Iterable, Optional, Sequence, Set, Tuple
+
+from .names import canonical
 
 Needs = Tuple[Tuple[str, ...], ...]
 _LONGEST = 200
@@ -34,7 +39,7 @@ _LONGEST = 200
 class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
-    __slots__ = ("called", "statement_calls", "names", "renamed", "strings")
+    __slots__ = ("called", "statement_calls", "names", "renamed", "strings", "_tree", "_quals")
 
     def __init__(self, tree: ast.AST):
         called: Set[str] = set()
@@ -78,6 +83,16 @@ class CodeWords:
         self.names: FrozenSet[str] = frozenset(names)
         self.renamed: FrozenSet[str] = frozenset(renamed)
         self.strings: FrozenSet[str] = frozenset(strings)
+        self._tree = tree
+        self._quals: Optional[FrozenSet[str]] = None
+
+    @property
+    def quals(self) -> FrozenSet[str]:
+        """Every qualified name a name or attribute chain may resolve to (computed on
+        first use: only rules that resolve names ask)."""
+        if self._quals is None:
+            self._quals = _qualnames(self._tree)
+        return self._quals
 
     def has(self, token: str) -> bool:
         if token.startswith("call:"):
@@ -90,6 +105,8 @@ class CodeWords:
             return any(token[5:] in n for n in self.names)
         if token.startswith("renamed:"):
             return token[8:] in self.renamed
+        if token.startswith("qual:"):
+            return token[5:] in self.quals
         if token.startswith("str^"):
             return any(s.startswith(token[4:]) for s in self.strings)
         if token.startswith("str~"):
@@ -99,6 +116,42 @@ class CodeWords:
     def satisfies(self, needs: Needs) -> bool:
         """Every group has one of its tokens (no groups: always)."""
         return all(any(self.has(t) for t in group) for group in needs)
+
+
+def _qualnames(tree: ast.AST) -> FrozenSet[str]:
+    """The qualified names the module's names and attribute chains may stand for: as
+    the analysis binds imports (``import a.b`` binds ``a``; ``import a.b as x`` and
+    ``from a import b as x`` bind ``x``; relative and star imports bind nothing it can
+    resolve), with every import of a name tried, whatever its scope."""
+    imports: Dict[str, Set[str]] = {}
+    for node in ast.walk(tree):
+        if type(node) is ast.Import:
+            for alias in node.names:  # type: ignore[attr-defined]
+                local = alias.asname or alias.name.split(".")[0]
+                imports.setdefault(local, set()).add(alias.name if alias.asname else local)
+        elif type(node) is ast.ImportFrom and node.module and not node.level:  # type: ignore[attr-defined]
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.name != "*":
+                    imports.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")  # type: ignore[attr-defined]
+    if not imports:
+        return frozenset()
+    out: Set[str] = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Name:
+            for target in imports.get(node.id, ()):  # type: ignore[attr-defined]
+                out.add(canonical(target))
+        elif kind is ast.Attribute:
+            parts = []
+            expr = node
+            while type(expr) is ast.Attribute:
+                parts.append(expr.attr)  # type: ignore[attr-defined]
+                expr = expr.value  # type: ignore[attr-defined]
+            if type(expr) is ast.Name:
+                tail = ".".join(reversed(parts))
+                for target in imports.get(expr.id, ()):  # type: ignore[attr-defined]
+                    out.add(canonical(f"{target}.{tail}"))
+    return frozenset(out)
 
 
 def _last(func: ast.AST) -> str:

@@ -36,6 +36,42 @@ _BRANCHES = {
 
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+# whitespace, punctuation and operators: half of a tree's nodes, never a finding's
+# place nor an edit's, so their top-level statement is not kept (``Analysis.range``
+# still answers for them, the slow way)
+_NEVER_REPORTED = (
+    cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.EmptyLine, cst.TrailingWhitespace,
+    cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen, cst.RightParen,
+    cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
+    cst.BaseBinaryOp, cst.BaseUnaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseAugOp,
+)
+
+# LibCST finds a visitor's hooks by name for every node and every child attribute (an
+# f-string and a getattr each time); the collector's are looked up once per type
+_HOOK_CACHE: Dict[tuple, tuple] = {}
+_ATTRIBUTE_CACHE: Dict[tuple, Optional[tuple]] = {}
+
+
+def _hooks(visitor: type, kind: type) -> tuple:
+    """(visit, leave) functions of ``visitor`` for nodes of ``kind`` (None: none)."""
+    key = (visitor, kind)
+    found = _HOOK_CACHE.get(key)
+    if found is None:
+        found = (getattr(visitor, f"visit_{kind.__name__}", None), getattr(visitor, f"leave_{kind.__name__}", None))
+        _HOOK_CACHE[key] = found
+    return found
+
+
+def _attribute_hooks(visitor: type, kind: type, attribute: str) -> Optional[tuple]:
+    """(branch part, visit, leave) for a node's child attribute, or None when the
+    collector does nothing there."""
+    key = (visitor, kind, attribute)
+    if key not in _ATTRIBUTE_CACHE:
+        part = _BRANCHES.get((kind, attribute))
+        visit = getattr(visitor, f"visit_{kind.__name__}_{attribute}", None)
+        leave = getattr(visitor, f"leave_{kind.__name__}_{attribute}", None)
+        _ATTRIBUTE_CACHE[key] = None if part is None and visit is None and leave is None else (part, visit, leave)
+    return _ATTRIBUTE_CACHE[key]
 
 
 class _Collector(cst.CSTVisitor):
@@ -72,14 +108,17 @@ class _Collector(cst.CSTVisitor):
         if node in self.top_level:
             self.order[node] = self.counter
             self.current_top = node
-        if self.current_top is not None:
+        if self.current_top is not None and not isinstance(node, _NEVER_REPORTED):
             self.top_of[node] = self.current_top
         if isinstance(node, _COMPREHENSIONS):  # a scope of its own
             self._push(Scope("comprehension", node, self.scope, "<comprehension>"))
-        return super().on_visit(node)
+        visit = _hooks(type(self), type(node))[0]
+        return visit is None or visit(self, node) is not False
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        super().on_leave(original_node)
+        leave = _hooks(type(self), type(original_node))[1]
+        if leave is not None:
+            leave(self, original_node)
         if isinstance(original_node, _COMPREHENSIONS):
             self._pop()
 
@@ -105,16 +144,25 @@ class _Collector(cst.CSTVisitor):
         self.conds[-1].pop()
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        part = _BRANCHES.get((type(node), attribute))
+        hooks = _attribute_hooks(type(self), type(node), attribute)
+        if hooks is None:
+            return  # the common case: nothing to do for this child
+        part, visit, _ = hooks
         if part is not None:
             if part == "orelse" and getattr(node, "orelse", None) is not None:
                 self.complete_ifs.add(id(node))
             self._enter(node, part)
-        super().on_visit_attribute(node, attribute)
+        if visit is not None:
+            visit(self, node)
 
     def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        super().on_leave_attribute(original_node, attribute)
-        if (type(original_node), attribute) in _BRANCHES:
+        hooks = _attribute_hooks(type(self), type(original_node), attribute)
+        if hooks is None:
+            return
+        part, _, leave = hooks
+        if leave is not None:
+            leave(self, original_node)
+        if part is not None:
             self._leave()
 
     def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
@@ -195,6 +243,15 @@ class _Collector(cst.CSTVisitor):
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         self._function(node, "<lambda>")
+        self.functions[node].returns.append(node.body)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if self.scope.function is not None:
+            self.scope.function.returns.append(node.value)
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        if self.scope.function is not None:
+            self.scope.function.generator = True
 
     def visit_Lambda_body(self, node: cst.Lambda) -> None:
         self._enter_body(node)

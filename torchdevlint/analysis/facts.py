@@ -67,6 +67,9 @@ class FunctionInfo:
     scope: Scope  # the function's own scope
     klass: Optional[ClassInfo]
     params: List[str]
+    # what its own ``return`` statements give (None: a bare ``return``); a lambda's body
+    returns: List[Optional[cst.BaseExpression]] = field(default_factory=list)
+    generator: bool = False  # it yields: a call gives a generator, not its returns
 
 
 @dataclass(eq=False)

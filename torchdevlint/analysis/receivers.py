@@ -41,7 +41,8 @@ _FACTORY_PREFIXES = ("torch.nn.functional.", "torch.fft.", "torch.linalg.", "tor
 _TENSOR_CLASSES = frozenset(
     {"torch.Tensor", "torch.tensor", "torch.FloatTensor", "torch.LongTensor",
      "torch.DoubleTensor", "torch.HalfTensor", "torch.IntTensor", "torch.ByteTensor",
-     "torch.BoolTensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter"}
+     "torch.BoolTensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter",
+     "torch.autograd.Variable", "torch.autograd.variable.Variable"}
 )
 _MODULE_CONSTRUCTOR_PREFIXES = ("torch.nn.", "torchvision.models.", "timm.create_model")
 _NOT_MODULE_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
@@ -97,6 +98,9 @@ class ReceiversMixin:
             klass = self.local_class(func, scope)
             if klass is not None:
                 return "module" if self.is_module_class(klass) else None
+            fn = self.local_function(func, scope)
+            if fn is not None:  # a helper of this file: what every one of its returns is
+                return self._kind_of_returns(fn, _depth, use_project)
             if use_project and isinstance(func, cst.Name) and self.star_imports:
                 owner, _ = self.lookup(func.value, scope)
                 if owner is None and self.project is not None:
@@ -127,6 +131,21 @@ class ReceiversMixin:
                 values = [(v, klass.scope) for v in klass.self_attrs[expr.attr.value]]
                 return self._kind_of_bindings(values, _depth, use_project)
         return None
+
+    def _kind_of_returns(self, fn, depth: int, use_project: bool) -> Optional[str]:
+        node = fn.node
+        if fn.generator or (isinstance(node, cst.FunctionDef) and node.asynchronous is not None):
+            return None
+        if not fn.returns or any(r is None for r in fn.returns):
+            return None  # falls off the end, or a bare `return`: None
+        key = ("<returns>", id(node))
+        if key in self._typing:
+            return _CYCLE  # recursion: the other returns decide
+        self._typing.add(key)
+        try:
+            return self._kind_of_bindings([(r, fn.scope) for r in fn.returns], depth, use_project)
+        finally:
+            self._typing.discard(key)
 
     def _project_kind(self, qualname: str) -> Optional[str]:
         if self.project is None:

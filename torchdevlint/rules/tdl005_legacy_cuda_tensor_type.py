@@ -25,15 +25,16 @@ class LegacyCudaTensorType(Rule):
     summary = "a legacy `torch.cuda.<T>Tensor` type allocates or converts on the implicit current device"
     triggers = ("Tensor",)
     also_requires = ("cuda",)
-    needs = (tuple(f"name:{t}" for t in DTYPES),)  # the gate on the code: a typed tensor's name
+    needs = (tuple(f"qual:torch.cuda.{t}" for t in DTYPES),)  # the gate on the code: a CUDA typed tensor
     fixable = "sometimes"
     fix_summary = ('`torch.empty`/`torch.tensor(..., dtype=, device=)`, `.to(device, dtype)`; the alias idiom '
                    'becomes a device with the same choice (safe with an exact device, else unsafe)')
     what = """
         The pre-1.0 typed-tensor API used to allocate or convert: a call of
         `torch.cuda.FloatTensor(...)` (any of the ten types), `x.type(torch.cuda.FloatTensor)`,
-        and a module-level alias such as `Tensor = torch.cuda.FloatTensor if cuda else
-        torch.FloatTensor`. Not `isinstance(x, torch.cuda.FloatTensor)` or type
+        and an alias such as `Tensor = torch.cuda.FloatTensor if cuda else
+        torch.FloatTensor` (at the top level of the module or of a function, or an
+        attribute such as `self.Tensor`). Not `isinstance(x, torch.cuda.FloatTensor)` or type
         comparisons: those only test.
     """
     why = """
@@ -54,8 +55,9 @@ class LegacyCudaTensorType(Rule):
         x = x.to(device, torch.float32)
     """
     fix_safety = """
-        Sizes become `torch.empty(*sizes, dtype=..., device=...)`, a list or tuple of
-        data `torch.tensor(data, dtype=..., device=...)`, `.type(T)` becomes
+        Sizes (integers, `x.size()`, `x.shape`) become `torch.empty(*sizes, dtype=...,
+        device=...)`, a list, tuple or numpy array of data `torch.tensor(data, dtype=...,
+        device=...)`, `.type(T)` becomes
         `.to(device, dtype)`. With `torch.device("cuda")` in scope (or no device at all in
         a library module, where the fix spells `device="cuda"`) the rewrite is exactly
         the old behaviour: **safe**. With another device in scope, or a device definition
@@ -96,6 +98,9 @@ class LegacyCudaTensorType(Rule):
         Example("import torch\ndef f():\n    return torch.cuda.FloatTensor()\n",
                 'import torch\ndef f():\n    return torch.empty(0, dtype=torch.float32, device="cuda")\n'),
         Example("import torch\ndef f(n):\n    return torch.cuda.FloatTensor(n)\n"),
+        Example("import torch\ndef noise(std):\n    return torch.cuda.FloatTensor(std.size()).normal_()\n",
+                "import torch\ndef noise(std):\n    return torch.empty(std.size(), dtype=torch.float32, "
+                'device="cuda").normal_()\n'),
         # the alias idiom in a script: the same choice, as a device (safe)
         Example("import torch\nimport numpy as np\ncuda = torch.cuda.is_available()\n"
                 "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
@@ -114,6 +119,9 @@ class LegacyCudaTensorType(Rule):
         # a library module's public alias: unsafe (importers may use it)
         Example("import torch\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n",
                 'import torch\ndevice = torch.device("cuda" if cuda else "cpu")\n'),
+        # an attribute alias: its uses may be anywhere (display)
+        Example("import torch\nclass Model:\n    def __init__(self, gpu_ids):\n"
+                "        self.Tensor = torch.cuda.FloatTensor if gpu_ids else torch.Tensor\n"),
         # used otherwise, or an argument that may be a size or data: display
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nmake(T)\n"),
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor n in ns:\n"
@@ -149,7 +157,7 @@ class LegacyCudaTensorType(Rule):
             for stmt in body:
                 if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
                         and isinstance(stmt.body[0], cst.Assign) and len(stmt.body[0].targets) == 1
-                        and isinstance(stmt.body[0].targets[0].target, cst.Name)):
+                        and isinstance(stmt.body[0].targets[0].target, (cst.Name, cst.Attribute))):
                     continue
                 value = stmt.body[0].value
                 options = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
@@ -157,10 +165,17 @@ class LegacyCudaTensorType(Rule):
                 if not legacy:
                     continue
                 dtype = LEGACY[a.qualname(legacy[0], scope)]  # type: ignore[index]
-                target = stmt.body[0].targets[0].target.value  # type: ignore[union-attr]
-                yield ctx.violation(value, (
-                    f"`{target}` aliases a legacy CUDA tensor type: every `{target}(...)` allocates on the "
-                    "implicit current device and fails without CUDA"), self._alias_fix(ctx, scope, stmt, target, dtype))
+                node = stmt.body[0].targets[0].target
+                target = a.code(node)
+                message = (f"`{target}` aliases a legacy CUDA tensor type: every `{target}(...)` allocates on "
+                           "the implicit current device and fails without CUDA")
+                if isinstance(node, cst.Attribute):  # `self.Tensor = ...`: its uses are anyone's
+                    yield ctx.violation(value, message, Fix(Applicability.DISPLAY, (
+                        f"Keep a dtype (`torch.{dtype}`) and a device instead, and allocate with "
+                        f"`torch.empty(..., dtype=..., device=...)` where `{target}(...)` is called (an "
+                        "attribute's uses are not all in sight: not rewritten)")))
+                    continue
+                yield ctx.violation(value, message, self._alias_fix(ctx, scope, stmt, target, dtype))
 
     def _alias_fix(self, ctx: Context, scope, stmt: cst.SimpleStatementLine, target: str, dtype: str) -> Fix:
         """The alias idiom as a whole: the alias becomes a device with the same choice
@@ -371,5 +386,8 @@ def _constructor(a, call: cst.Call) -> Optional[Tuple[str, str]]:
     value = args[0].value
     if isinstance(value, cst.Call) and (a.qualname(value.func, a.module_scope) or "").startswith("numpy."):
         return "tensor", a.code(value)  # an array from numpy: data
+    if ((isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size"
+         and not value.args) or (isinstance(value, cst.Attribute) and value.attr.value == "shape")):
+        return "empty", a.code(value)  # `x.size()`, `x.shape`: a size
     return None
 

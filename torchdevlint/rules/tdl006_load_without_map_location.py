@@ -25,7 +25,7 @@ class LoadWithoutMapLocation(Rule):
     summary = "`torch.load` without `map_location` restores tensors onto the GPU they were saved from"
     triggers = ("load",)
     also_requires = ("torch",)
-    needs = (("name:load", "name:load_state_dict_from_url"),)  # the gate on the code
+    needs = (tuple(f"qual:{q}" for q in LOADERS),)  # the gate on the code: one of the loaders
     fixable = "sometimes"
     fix_summary = '`map_location=<device in scope>`, or `map_location="cpu"` for state dicts (unsafe), or display'
     what = """

@@ -6,6 +6,7 @@ from typing import Iterable
 
 import libcst as cst
 
+from .. import names as N
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule
 from .device_state import Plan, plan_device_block, plan_explicit_device
@@ -16,7 +17,7 @@ class GlobalSetDevice(Rule):
     name = "global-set-device"
     summary = "`torch.cuda.set_device` changes a hidden global outside distributed setup"
     triggers = ("set_device",)
-    needs = (("name:set_device", "name:set_device_index", "name:set_device_idx"),)  # the gate on the code
+    needs = (tuple(f"qual:{q}" for q in sorted(N.SET_DEVICE)),)  # the gate on the code
     fixable = "sometimes"
     fix_summary = 'explicit device object or `with torch.<backend>.device(k):` (unsafe), or display'
     fix_priority = 0

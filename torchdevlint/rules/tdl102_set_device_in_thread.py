@@ -7,6 +7,7 @@ from typing import Iterable
 
 
 from ..analysis import CallSite
+from .. import names as N
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule
 from .device_state import Plan, plan_device_block, plan_explicit_device
@@ -20,7 +21,7 @@ class SetDeviceInThread(Rule):
     name = "set-device-in-thread"
     summary = "a thread's `set_device` leaks into later pool tasks, or binds a thread that does no CUDA work"
     triggers = ("set_device",)
-    needs = (("name:set_device", "name:set_device_index", "name:set_device_idx"),)  # the gate on the code
+    needs = (tuple(f"qual:{q}" for q in sorted(N.SET_DEVICE)),)  # the gate on the code
     fixable = "sometimes"
     fix_summary = '`with torch.cuda.device(k):` (unsafe) or display'
     fix_priority = 0

@@ -15,9 +15,7 @@ class DeviceContextNotEntered(Rule):
     summary = "`torch.cuda.device(i)` is a context manager: called alone it does nothing"
     # every import form of torch.cuda.device / device_of / accelerator.device_index
     triggers = ("cuda.device(", "device_of(", "device_index(", "from torch.cuda import", "torch.cuda as")
-    # the gate on the code: one of the context managers called as a statement (or renamed)
-    needs = (("stmtcall:device", "stmtcall:device_of", "stmtcall:device_index",
-              "renamed:device", "renamed:device_of", "renamed:device_index"),)
+    needs = (tuple(f"qual:{q}" for q in sorted(N.DEVICE_CONTEXTS)),)  # the gate on the code
     fixable = "never"
     fix_summary = 'display'
     what = """

@@ -18,7 +18,7 @@ class ProcessGroupWithoutDevice(Rule):
     name = "process-group-without-device"
     summary = "NCCL process group in a process that never binds its rank's GPU: every rank uses GPU 0"
     triggers = ("init_process_group",)
-    needs = (("name:init_process_group", "name:init_distributed", "name:init_device_mesh"),)  # the gate
+    needs = (tuple(f"qual:{q}" for q in sorted(N.INIT_PROCESS_GROUP_TORCH)),)  # the gate on the code
     fixable = "sometimes"
     fix_summary = '`device_id=torch.device("cuda", local_rank)` (unsafe) or display'
     what = """

@@ -7,6 +7,7 @@ from typing import Iterable, List
 import libcst as cst
 
 from ..analysis import DataParallelWrap
+from .. import names as N
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 
@@ -18,7 +19,7 @@ class DataParallelImplicitDevices(Rule):
     name = "data-parallel-implicit-devices"
     summary = "`DataParallel` moved with `.cuda()` while its devices are implicit"
     triggers = ("DataParallel",)
-    needs = (("name:DataParallel",),)  # the gate on the code
+    needs = ((f"qual:{N.DATA_PARALLEL}",),)  # the gate on the code: DataParallel (or a subclass's base)
     fixable = "sometimes"
     fix_summary = 'move before wrapping, explicit `device_ids` (unsafe)'
     fix_priority = 0

@@ -81,6 +81,16 @@ def ensure_tools() -> None:
         subprocess.run([PY, "-m", "pip", "install", "-q", *missing], check=True)
 
 
+RUFF = "ruff"
+
+
+def ruff_binary() -> str:
+    """ruff's own executable: `python -m ruff` would add a Python start-up to its time."""
+    from ruff.__main__ import find_ruff_bin
+
+    return find_ruff_bin()
+
+
 def count_lines(root: Path) -> tuple:
     files = lines = 0
     for path in root.rglob("*.py"):
@@ -154,6 +164,8 @@ def main() -> int:
     print(f"corpus: {files} files, {lines} lines ({', '.join(f'{k} {v}' for k, v in PACKAGES.items())}); "
           f"{os.cpu_count()} CPUs; jobs={args.jobs}")
     cache_home = Path(tempfile.mkdtemp(prefix="tdl-bench-"))
+    global RUFF
+    RUFF = ruff_binary()
     one = pick_file(fairseq)
     many, none = many_findings(cache_home)
     print(f"one file: {one.relative_to(src)} ({one.read_text(encoding='utf-8', errors='replace').count(chr(10))} "
@@ -165,14 +177,14 @@ def main() -> int:
         "torchdevlint warm": tdl,
         "torchdevlint fairseq": [PY, "-m", "torchdevlint", "check", str(fairseq), "-q", "--exit-zero",
                                  "--no-cache", "--jobs", str(args.jobs)],
-        "ruff E,F,B": [PY, "-m", "ruff", "check", "--select", "E,F,B", "--exit-zero", "--no-cache", str(src)],
+        "ruff E,F,B": [RUFF, "check", "--select", "E,F,B", "--exit-zero", "--no-cache", str(src)],
         "torchfix fairseq": [PY, "-m", "torchfix", str(fairseq)],
         "flake8+TDL fairseq": [PY, "-m", "flake8", "--exit-zero", "-j", str(args.jobs), str(fairseq)],
         "flake8 fairseq": [PY, "-c", FLAKE8_WITHOUT, "--exit-zero", "-j", str(args.jobs), str(fairseq)],
         "flake8+TDL E9": [PY, "-m", "flake8", "--select", "E9", "--exit-zero", "-j", str(args.jobs), str(fairseq)],
         "flake8 E9": [PY, "-c", FLAKE8_WITHOUT, "--select", "E9", "--exit-zero", "-j", str(args.jobs), str(fairseq)],
         "torchdevlint one": check_one + [str(one)],
-        "ruff one": [PY, "-m", "ruff", "check", "--select", "E,F,B", "--exit-zero", "--no-cache", str(one)],
+        "ruff one": [RUFF, "check", "--select", "E,F,B", "--exit-zero", "--no-cache", str(one)],
         "python startup": [PY, "-c", "pass"],
         "torchdevlint 1000": check_one + [str(many)],
         "torchdevlint 0 of 1000": check_one + [str(none)],

@@ -34,3 +34,24 @@ def test_a_storage_is_never_rewritten():
     text = "import torch\ndevice = torch.device('cuda')\ns = torch.zeros(2).untyped_storage().cuda()\n"
     [v] = findings(text)
     assert v.fix.applicability.value == "display" and fixed(text) == text
+
+
+@pytest.mark.parametrize("flag,guard,safe", [
+    ("", "if torch.cuda.is_available():", True),
+    ("", "if torch.cuda.is_available() and x:", True),
+    ("cuda = True if torch.cuda.is_available() else False\n", "if cuda:", True),
+    ("args.cuda = not args.no_cuda and torch.cuda.is_available()\n", "if args.cuda:", True),
+    ("cuda = torch.cuda.is_available() or force\n", "if cuda:", False),   # `or`: not certain
+    ("", "if not torch.cuda.is_available():", False),
+    ("USE_CUDA = True\n", "if USE_CUDA:", False),                          # a constant, not CUDA
+    ("cuda = torch.cuda.is_available()\ncuda = opts.cuda\n", "if cuda:", False),  # any assignment may not
+])
+def test_a_guard_that_makes_cuda_certain_makes_the_fallback_device_safe(flag, guard, safe):
+    """Under a guard that makes CUDA certain the script's fallback device is exactly
+    CUDA: the rewrite is safe there, and only there."""
+    from torchdevlint.engine import check_source
+    from torchdevlint.model import Applicability
+
+    text = f"import torch\n{flag}{guard}\n    m = torch.nn.Linear(2, 2).cuda()\n"
+    [v] = [v for v in check_source(text) if v.code == "TDL001"]
+    assert (v.fix.applicability is Applicability.SAFE) is safe, v.fix.message

@@ -62,6 +62,7 @@ class DeviceFacts:
         self.handed: Dict[object, object] = {}
         self._config_bases: Dict[object, List[str]] = {}  # function -> args-like names using .device
         self._entries: Dict[int, Optional[str]] = {}
+        self._flags: Dict[str, Tuple[str, ...]] = {}  # flag -> the values of its assignments
         self._first_call_into: Dict[Tuple[object, object], Optional[int]] = {}
 
     # ------------------------------------------------------------ per-process code
@@ -496,6 +497,14 @@ class DeviceFacts:
                 return test.rstrip().rstrip(":")
         return None
 
+    def _flag_values(self, flag: str) -> Tuple[str, ...]:
+        """The right-hand sides of every ``flag = ...`` line of the file (a name or
+        ``args.name``), read once per flag."""
+        if flag not in self._flags:
+            self._flags[flag] = tuple(re.findall(
+                rf"(?m)^[ \t]*{re.escape(flag)}[ \t]*=(?!=)[ \t]*([^#\n]+)", self.a.text))
+        return self._flags[flag]
+
     def is_availability(self, expr: str, depth: int = 0) -> bool:
         """Whether ``expr`` is exactly CUDA's availability: ``torch.cuda.is_available()``,
         ``True if torch.cuda.is_available() else False``, or a flag every assignment of
@@ -507,7 +516,7 @@ class DeviceFacts:
         if expr == f"{self.a.torch_alias or 'torch'}.cuda.is_available()":
             return True
         if depth == 0 and re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?", expr):
-            values = re.findall(rf"(?m)^[ \t]*{re.escape(expr)}[ \t]*=(?!=)[ \t]*([^#\n]+)", self.a.text)
+            values = self._flag_values(expr)
             return bool(values) and all(self.is_availability(v, depth + 1) for v in values)
         return False
 
@@ -524,7 +533,7 @@ class DeviceFacts:
             if re.fullmatch(r"[A-Za-z_]\w*\.cuda\.is_available\(\s*\)", part):
                 return part.split(".")[0] == (self.a.torch_alias or "torch")
             if depth == 0 and re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?", part):
-                values = re.findall(rf"(?m)^[ \t]*{re.escape(part)}[ \t]*=(?!=)[ \t]*([^#\n]+)", self.a.text)
+                values = self._flag_values(part)
                 if values and all(self._assures(v, depth + 1) for v in values):
                     return True
         return False

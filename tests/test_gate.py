@@ -60,9 +60,10 @@ def test_words_are_code_tokens():
         '"""x.cuda()"""\n# y.set_device(1)\nimport torch.cuda as tc\nfrom torch.cuda import device as d\n'
         "tc.device(1)\nz = m.cuda(non_blocking=True)\nclass T(threading.Thread):\n    def run(self, pin_memory):\n"
         "        pass\nenv = {'CUDA_VISIBLE_DEVICES': '0'}\n"))
-    assert words.has("call:cuda") and not words.has("stmtcall:cuda") and words.has("stmtcall:device")
+    assert words.has("call:cuda") and words.has("call:device") and not words.has("call:set_device")
     assert not words.has("name:set_device")  # only in a comment
-    assert words.has("renamed:device") and words.has("name:d") and words.has("name:cuda")
+    assert words.has("qual:torch.cuda.device") and words.has("name:d") and words.has("name:cuda")
+    assert not words.has("qual:torch.cuda.set_device")
     assert words.has("name:non_blocking") and words.has("name:pin_memory") and words.has("name~Thread")
     assert words.has("str~CUDA_VISIBLE_DEVICES") and words.has("str^0") and not words.has("str^nothing")
     assert words.satisfies(()) and words.satisfies((("call:cuda", "name:nothing"), ("name:T",)))

@@ -2,8 +2,8 @@
 
 The flake8 plugin and the CLI decide from this table alone which codes are selected and
 whether a file can match at all; the rules (and LibCST with them) are imported only for
-a file that may. Each rule file declares its own ``name``, ``triggers`` and
-``also_requires``; tests/test_fronts.py checks that this table says the same.
+a file that may. Each rule file declares its own ``name``, ``triggers``,
+``also_requires`` and ``needs``; tests/test_fronts.py checks that this table says the same.
 """
 
 from __future__ import annotations

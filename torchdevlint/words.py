@@ -8,11 +8,9 @@ one of its tokens). A token is one of:
 
 - ``call:NAME``: a call whose function ends in the identifier NAME (``x.cuda()``,
   ``Thread(...)``);
-- ``stmtcall:NAME``: such a call that is a whole expression statement;
 - ``name:NAME``: NAME used as an identifier anywhere: a name, an attribute, an
   imported name or its alias, a keyword argument, a def/class or parameter name;
 - ``name~PART``: an identifier that contains PART;
-- ``renamed:NAME``: NAME imported under another name (``from m import NAME as x``);
 - ``qual:DOTTED``: a name or attribute chain that may resolve to the qualified name
   DOTTED through the module's imports (every import of its first name is tried, with
   torch's re-exports folded as the analysis folds them: a superset of what it resolves);
@@ -39,13 +37,11 @@ _LONGEST = 200
 class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
-    __slots__ = ("called", "statement_calls", "names", "renamed", "strings", "_tree", "_quals")
+    __slots__ = ("called", "names", "strings", "_tree", "_quals")
 
     def __init__(self, tree: ast.AST):
         called: Set[str] = set()
-        statement_calls: Set[str] = set()
         names: Set[str] = set()
-        renamed: Set[str] = set()
         strings: Set[str] = set()
         for node in ast.walk(tree):
             kind = type(node)
@@ -57,10 +53,6 @@ class CodeWords:
                 last = _last(node.func)  # type: ignore[attr-defined]
                 if last:
                     called.add(last)
-            elif kind is ast.Expr and type(node.value) is ast.Call:  # type: ignore[attr-defined]
-                last = _last(node.value.func)  # type: ignore[attr-defined]
-                if last:
-                    statement_calls.add(last)
             elif kind is ast.Constant:
                 value = node.value  # type: ignore[attr-defined]
                 if type(value) is str and len(value) <= _LONGEST:
@@ -70,7 +62,6 @@ class CodeWords:
                 names.add(imported)
                 if node.asname:  # type: ignore[attr-defined]
                     names.add(node.asname)  # type: ignore[attr-defined]
-                    renamed.add(imported)
             elif kind is ast.keyword:
                 if node.arg:  # type: ignore[attr-defined]
                     names.add(node.arg)  # type: ignore[attr-defined]
@@ -79,9 +70,7 @@ class CodeWords:
             elif kind is ast.arg:
                 names.add(node.arg)  # type: ignore[attr-defined]
         self.called: FrozenSet[str] = frozenset(called)
-        self.statement_calls: FrozenSet[str] = frozenset(statement_calls)
         self.names: FrozenSet[str] = frozenset(names)
-        self.renamed: FrozenSet[str] = frozenset(renamed)
         self.strings: FrozenSet[str] = frozenset(strings)
         self._tree = tree
         self._quals: Optional[FrozenSet[str]] = None
@@ -97,14 +86,10 @@ class CodeWords:
     def has(self, token: str) -> bool:
         if token.startswith("call:"):
             return token[5:] in self.called
-        if token.startswith("stmtcall:"):
-            return token[9:] in self.statement_calls
         if token.startswith("name:"):
             return token[5:] in self.names
         if token.startswith("name~"):
             return any(token[5:] in n for n in self.names)
-        if token.startswith("renamed:"):
-            return token[8:] in self.renamed
         if token.startswith("qual:"):
             return token[5:] in self.quals
         if token.startswith("str^"):

@@ -27,6 +27,8 @@ def describe(violations: Sequence[Violation]) -> str:
     lines = []
     for v in violations:
         applicability = v.fix.applicability.value if v.fix else "none"
+        if v.fix is not None and v.fix.safe is not None:  # `fix` alone applies its safe variant
+            applicability += "; safe variant"
         fix_message = f" -- {v.fix.message}" if v.fix else ""
         lines.append(f"{v.row}:{v.column} {v.code} [{applicability}] {v.message}{fix_message}")
     return "\n".join(lines) + ("\n" if lines else "")

@@ -27,9 +27,12 @@ def test_check_reports_with_one_based_columns_and_exit_1(project):
     assert r.returncode == 1
     out = r.stdout.decode()
     assert out.splitlines()[0] == (
-        "pkg/bad.py:2:5: TDL001 `.cuda()` without a device uses the implicit current device "
+        "pkg/bad.py:2:5: TDL001 [*] `.cuda()` without a device uses the implicit current device "
         "(cuda:0 unless something set it); pass an explicit device")
-    assert "Found 1 finding (1 more with `--unsafe-fixes`)." in out
+    assert "Found 1 finding (1 fixable with `torchdevlint fix`)." in out
+    (project / "pkg" / "bad.py").write_text("import torch\nx = batch.cuda()\n")  # not provably torch
+    out = cli("check", "pkg", "--no-cache", cwd=project).stdout.decode()
+    assert "TDL001 `.cuda()`" in out and "Found 1 finding (1 more with `--unsafe-fixes`)." in out
     assert "good.py" not in out and "notes.txt" not in out
 
 
@@ -68,7 +71,8 @@ def test_json_has_ruffs_field_names(project):
 
 def test_statistics(project):
     r = cli("check", "pkg", "--statistics", cwd=project)
-    assert r.stdout.decode() == "    1  TDL001      bare-cuda-call\n"
+    assert r.stdout.decode() == ("    1  TDL001  [*] bare-cuda-call\n"
+                                 "[*] every finding of the code has a fix that `fix` applies; [-] some do\n")
 
 
 def test_select_ignore_and_unknown_codes(project):
@@ -171,11 +175,16 @@ def test_fix_writes_summarises_and_leaves_unfixable_listed(project):
     r = cli("fix", "pkg", cwd=project)
     assert r.returncode == 1  # findings remain
     err = r.stderr.decode()
-    assert "4 files scanned, 1 changed, 3 unchanged; 1 fixed (TDL001: 1); 2 findings left" in err
-    assert "(1 fixable with --unsafe-fixes)" in err
+    assert "4 files scanned, 2 changed, 2 unchanged; 2 fixed (TDL001: 2); 1 finding left." in err
+    assert "  TDL001     1  display only: `P` in this file defines its own `cuda()`" in err
     out = r.stdout.decode()
-    assert "pkg/custom.py:4:5: TDL001" in out and "pkg/bad.py:2:5: TDL001" in out
+    assert "pkg/custom.py:4:5: TDL001" in out and "bad.py" not in out
     assert (project / "pkg" / "safe.py").read_text().endswith("x = torch.zeros(2).to(device)\n")
+    # without --unsafe-fixes: the device `.cuda()` used, exactly
+    assert (project / "pkg" / "bad.py").read_text() == (
+        'import torch\n# the device of `.cuda()`; for a CPU fallback: torch.device("cuda" if '
+        'torch.cuda.is_available() else "cpu")\ndevice = torch.device("cuda")\nx = torch.zeros(3).to(device)\n')
+    (project / "pkg" / "bad.py").write_text(BAD)
     r = cli("fix", "pkg", "--unsafe-fixes", cwd=project)
     assert (project / "pkg" / "bad.py").read_text() == (
         'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'

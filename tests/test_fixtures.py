@@ -39,13 +39,24 @@ def test_fixed_text_is_exact_and_stable(path):
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=IDS)
 def test_safe_fixes_are_a_subset(path):
-    """Safe-only fixing applies only safe fixes and never more than --unsafe-fixes."""
+    """Safe-only fixing applies only safe fixes (or safe variants), never more than
+    --unsafe-fixes; where its text differs from the `.fixed` golden it is a golden of its
+    own (`.safe`, proven behaviour-preserving in test_proof), and a second pass is a no-op."""
     text = path.read_text(encoding="utf-8")
     before = findings(text, str(path))
     safe = fix_source(text, str(path), unsafe=False)
+    assert not safe.rejected, safe.rejected
     n_safe = sum(1 for v in before if v.fix and v.fix.applies(False))
     assert sum(safe.applied.values()) >= n_safe if n_safe else not safe.changed
+    assert sum(safe.applied.values()) <= sum(fix_source(text, str(path), unsafe=True).applied.values())
     assert fixed(safe.text, unsafe=False) == safe.text
+    safe_path = path.with_name(path.name + ".safe")
+    unsafe_path = path.with_name(path.name + ".fixed")
+    if not safe.changed or (unsafe_path.exists() and safe.text == unsafe_path.read_text(encoding="utf-8")):
+        assert not safe_path.exists(), "a .safe golden exists but the safe pass adds nothing of its own"
+        return
+    assert safe.text == golden(safe_path, safe.text)
+    compile(safe.text, str(path), "exec")
 
 
 def test_the_prefilter_never_loses_a_finding(monkeypatch):

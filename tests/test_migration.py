@@ -44,13 +44,16 @@ def test_fix_ends_with_what_was_converted_and_what_is_left_and_why(tmp_path):
         "torch.cuda.set_device(0)\n")
     r = cli("fix", "--no-cache", "--diff", "--unsafe-fixes", ".", cwd=tmp_path)
     assert "Would convert: TDL001 1, TDL005 1" in r.stderr.decode()
-    r = cli("fix", "--no-cache", ".", cwd=tmp_path)
+    # without --unsafe-fixes the script's device is exactly the one `.cuda()` used (no
+    # CPU fallback, no CUDA query): both placements convert, behaviour unchanged
+    r = cli("fix", "--no-cache", "--diff", ".", cwd=tmp_path)
     report = r.stderr.decode()
+    assert "Would convert: TDL001 1, TDL005 1" in report
+    assert '+device = torch.device("cuda")\n' in r.stdout.decode()
     assert "Left, by rule and reason:\n" in report
     assert ("  TDL001     1  display only: this looks like a library module (no script entry point): "
             "a device defined at import would query CUDA in every importer; pass a device in\n") in report
-    assert "  TDL001     1  needs --unsafe-fixes: a device defined where the script starts" in report
-    assert "  TDL005     1  needs --unsafe-fixes: a device defined where the script starts" in report
+    assert "needs --unsafe-fixes" not in report
     assert ("  TDL006     1  display only: no device is bound here, and the result is used beyond "
             "`load_state_dict`\n") in report
     assert "  TDL101     1  " in report

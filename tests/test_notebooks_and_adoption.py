@@ -23,9 +23,9 @@ def test_a_notebook_is_checked_cell_by_cell(tmp_path):
     r = cli("check", "--no-cache", "train.ipynb", cwd=tmp_path)
     lines = r.stdout.decode().splitlines()
     assert lines[:3] == [
-        "train.ipynb:cell 3:1:9: TDL001 `.cuda()` without a device uses the implicit current device"
+        "train.ipynb:cell 3:1:9: TDL001 [*] `.cuda()` without a device uses the implicit current device"
         " (cuda:0 unless something set it); pass an explicit device",
-        "train.ipynb:cell 4:1:5: TDL001 `.cuda()` without a device uses the implicit current device"
+        "train.ipynb:cell 4:1:5: TDL001 [*] `.cuda()` without a device uses the implicit current device"
         " (cuda:0 unless something set it); pass an explicit device",
         "train.ipynb:cell 6:1:1: TDL101 `set_device` changes the current device for all later"
         " implicit-device code in this process; prefer an explicit `torch.device` (or"

@@ -19,6 +19,8 @@ from helpers import FIXTURES, fixture_programs
 from torchdevlint.sim.proof import GPU_COUNTS, prove
 
 REWRITES = [p for p in fixture_programs() if p.with_name(p.name + ".fixed").exists()]
+# what `fix` alone gives, where it differs from `--unsafe-fixes`: behaviour unchanged
+SAFE_REWRITES = [p for p in fixture_programs() if p.with_name(p.name + ".safe").exists()]
 NEGATIVES = sorted((FIXTURES / "negative").glob("*.py"))
 
 # Where a fixture departs from "the original fails on CPU, the rewrite runs there",
@@ -58,9 +60,10 @@ def _id(p):
 def verdicts():
     jobs = [(p, p.with_name(p.name + ".fixed"), EXPECTATIONS.get(_id(p), {})) for p in REWRITES]
     jobs += [(p, p.with_name(p.name + ".wrong"), {}) for p in NEGATIVES]
+    jobs += [(p, p.with_name(p.name + ".safe"), {"same_on_cpu": True}) for p in SAFE_REWRITES]
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = pool.map(lambda job: prove(str(job[0]), str(job[1]), **job[2]), jobs)
-        return {_id(job[0]): verdict for job, verdict in zip(jobs, results)}
+        return {_id(job[1]): verdict for job, verdict in zip(jobs, results)}
 
 
 def test_there_is_something_to_prove():
@@ -69,7 +72,7 @@ def test_there_is_something_to_prove():
 
 @pytest.mark.parametrize("path", REWRITES, ids=_id)
 def test_rewrite_is_proven(verdicts, path):
-    verdict = verdicts[_id(path)]
+    verdict = verdicts[_id(path) + ".fixed"]
     assert verdict.ok, "\n".join(verdict.problems)
     # not vacuous: the simulator really placed something on a GPU
     ran = [verdict.original[f"sim{n}"] for n in GPU_COUNTS if "values" in verdict.original[f"sim{n}"]]
@@ -80,14 +83,33 @@ def test_rewrite_is_proven(verdicts, path):
 def test_process_group_rewrite_binds_the_device(verdicts, path):
     """Beyond equal values: under the simulator the original's NCCL group has no device
     bound and the rewrite's has one, with every GPU count."""
-    verdict = verdicts[_id(path)]
+    verdict = verdicts[_id(path) + ".fixed"]
     for n in GPU_COUNTS:
         assert verdict.original[f"sim{n}"]["setup"]["unbound_process_groups"] == 1
         assert verdict.fixed[f"sim{n}"]["setup"]["unbound_process_groups"] == 0
 
 
+@pytest.mark.parametrize("path", SAFE_REWRITES, ids=_id)
+def test_safe_rewrite_changes_no_behaviour(verdicts, path):
+    """`fix` without --unsafe-fixes: on CPU torch the rewrite fails as the original did (or
+    runs to the same values), and under 1, 2 and 4 simulated GPUs it places everything
+    where the original did, bit-equal."""
+    verdict = verdicts[_id(path) + ".safe"]
+    assert verdict.ok, "\n".join(verdict.problems)
+    ran = [verdict.original[f"sim{n}"] for n in GPU_COUNTS if "values" in verdict.original[f"sim{n}"]]
+    assert any(v[0].startswith("cuda:") for r in ran for v in r["values"].values())
+
+
+def test_a_safe_rewrite_that_changes_behaviour_is_caught(tmp_path):
+    """The safe check is not vacuous: a CPU fallback passed off as safe is rejected (the
+    original fails on CPU torch, the fallback runs)."""
+    original = FIXTURES / "tdl001" / "train_loop.py"
+    verdict = prove(str(original), str(original.with_name("train_loop.py.fixed")), same_on_cpu=True)
+    assert not verdict.ok and any(p.startswith("on CPU torch") for p in verdict.problems)
+
+
 @pytest.mark.parametrize("path", NEGATIVES, ids=_id)
 def test_wrong_rewrite_is_rejected(verdicts, path):
-    verdict = verdicts[_id(path)]
+    verdict = verdicts[_id(path) + ".wrong"]
     assert not verdict.ok
     assert any("simulated GPU" in p for p in verdict.problems), verdict.problems

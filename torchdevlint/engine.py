@@ -159,15 +159,17 @@ def _one_applicability_per_statement(found: List[Violation], text: str) -> List[
     for group in by_group.values():
         if len(group) < 2:
             continue
-        weakest = min((found[i].fix.applicability for i in group), key=_STRENGTH.__getitem__)  # type: ignore[union-attr]
+        weakest = min((found[i].fix.strength for i in group), key=_STRENGTH.__getitem__)  # type: ignore[union-attr]
+        if weakest is Applicability.SAFE:
+            continue  # every site has something `fix` applies
         for i in group:
             v = found[i]
             fix = v.fix
             assert fix is not None
-            if fix.applicability is not weakest:
+            if fix.strength is not weakest:  # down to the weakest, and no safe variant
                 note = f" ({weakest.value}: another site of this statement or `if cuda:` block is {weakest.value})"
                 found[i] = dataclasses.replace(v, fix=dataclasses.replace(
-                    fix, applicability=weakest, message=fix.message + note))
+                    fix, applicability=weakest, message=fix.message + note, safe=None))
     return found
 
 
@@ -251,8 +253,8 @@ def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
 def _choose(found: List[Violation], text: str, unsafe: bool) -> List[Violation]:
     """Non-overlapping fixes for one round; higher-priority rules first."""
     index = LineIndex(text)
-    candidates = sorted(
-        (v for v in found if v.fix is not None and v.fix.applies(unsafe)),
+    candidates = sorted(  # each with the variant this run applies as its fix
+        (dataclasses.replace(v, fix=v.fix.chosen(unsafe)) for v in found if v.fix is not None and v.fix.applies(unsafe)),
         key=lambda v: (BY_CODE[v.code].fix_priority, v.start, v.code),
     )
     taken: List[Tuple[int, int]] = []  # sorted, disjoint: overlap tests are bisections

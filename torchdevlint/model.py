@@ -61,20 +61,46 @@ class Fix:
     # words): ``receiver`` -- the receiver is not provably torch, which the whole-run
     # index of a CLI run may still prove
     blocked_by: FrozenSet[str] = frozenset()
+    # what ``fix`` applies without ``--unsafe-fixes`` when it differs from this fix: a
+    # behaviour-preserving variant (TDL001: ``device = torch.device("cuda")`` where this fix
+    # defines the device with a CPU fallback). Always SAFE, never nested.
+    safe: Optional["Fix"] = None
+
+    def __post_init__(self) -> None:
+        if self.safe is not None and (self.safe.applicability is not Applicability.SAFE
+                                      or self.safe.safe is not None
+                                      or self.applicability is Applicability.DISPLAY):
+            raise ValueError("a safe variant is safe, not nested, and never of a display-only fix")
+
+    def chosen(self, unsafe: bool) -> Optional["Fix"]:
+        """The fix a run applies: with ``--unsafe-fixes`` this one; without, the safe
+        variant if there is one, else this one if it is safe; None when nothing applies."""
+        if not unsafe and self.safe is not None:
+            return self.safe if self.safe.edits else None
+        if self.edits and (self.applicability is Applicability.SAFE
+                           or (unsafe and self.applicability is Applicability.UNSAFE)):
+            return self
+        return None
 
     def applies(self, unsafe: bool) -> bool:
-        if not self.edits or self.applicability is Applicability.DISPLAY:
-            return False
-        return self.applicability is Applicability.SAFE or unsafe
+        return self.chosen(unsafe) is not None
+
+    @property
+    def strength(self) -> Applicability:
+        """The best a run can do with it: SAFE when it or its variant is safe."""
+        return Applicability.SAFE if self.safe is not None else self.applicability
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "applicability": self.applicability.value,
             "message": self.message,
             "edits": [e.to_json() for e in self.edits],
             "defines": sorted(self.defines),
             "blocked_by": sorted(self.blocked_by),
         }
+        if self.safe is not None:
+            out["safe"] = self.safe.to_json()
+        return out
 
 
 @dataclass(frozen=True)

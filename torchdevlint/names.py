@@ -68,6 +68,14 @@ EXECUTOR_METHODS = frozenset(
 PARTIAL = "functools.partial"
 TO_THREAD = "asyncio.to_thread"
 
+# The pre-1.0 typed tensors: ``torch.cuda.<T>Tensor`` -> its dtype's name in torch
+DTYPES: Dict[str, str] = {
+    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16", "ByteTensor": "uint8", "CharTensor": "int8",
+    "ShortTensor": "int16", "IntTensor": "int32", "LongTensor": "int64", "BoolTensor": "bool",
+}
+LEGACY_CUDA_TYPES: Dict[str, str] = {f"torch.cuda.{name}": dtype for name, dtype in DTYPES.items()}
+
 
 def canonical(name: str) -> str:
     if name in _REEXPORTS:

@@ -61,10 +61,13 @@ def full(violations: Sequence[Violation], unsafe: bool) -> str:
         width = max(1, (v.end[1] - v.start[1]) if v.end[0] == v.row else len(line) - v.start[1])
         out.append(f"  {v.row:>4} | {line}\n       | {' ' * v.start[1]}{'^' * width}\n")
         if v.fix is not None:
-            label = {"safe": "fix", "unsafe": "unsafe fix", "display": "suggestion"}[v.fix.applicability.value]
-            out.append(f"  = {label}: {v.fix.message}\n")
-            if v.fix.edits:
-                after = apply_edits(text, v.fix.edits)
+            fix = v.fix.chosen(unsafe) or v.fix  # what this run's `fix` would apply
+            label = {"safe": "fix", "unsafe": "unsafe fix", "display": "suggestion"}[fix.applicability.value]
+            out.append(f"  = {label}: {fix.message}\n")
+            if fix is v.fix.safe:
+                out.append(f"  = with --unsafe-fixes: {v.fix.message}\n")
+            if fix.edits:
+                after = apply_edits(text, fix.edits)
                 out.extend(_fix_preview(text, after))
         out.append("\n")
     return "".join(out)
@@ -139,9 +142,11 @@ def sarif(violations: Sequence[Violation], root: str = ".") -> str:
                 }
             }],
         }
-        if v.fix is not None and v.fix.edits and v.fix.applicability is not Applicability.DISPLAY:
+        variants = [f for f in ((v.fix.safe, v.fix) if v.fix is not None else ())
+                    if f is not None and f.edits and f.applicability is not Applicability.DISPLAY]
+        if variants:  # the safe variant first, then the fix itself
             result["fixes"] = [{
-                "description": {"text": v.fix.message},
+                "description": {"text": f"{fix.message} [{fix.applicability.value}]"},
                 "artifactChanges": [{
                     "artifactLocation": {"uri": _uri(v.filename, root), "uriBaseId": "%SRCROOT%"},
                     "replacements": [{
@@ -150,9 +155,9 @@ def sarif(violations: Sequence[Violation], root: str = ".") -> str:
                             "endLine": e.end[0], "endColumn": e.end[1] + 1,
                         },
                         "insertedContent": {"text": e.content},
-                    } for e in v.fix.edits],
+                    } for e in fix.edits],
                 }],
-            }]
+            } for fix in variants]
         results.append(result)
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",

@@ -475,6 +475,14 @@ def _code_stamp() -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
+def _fix_from_json(f: dict) -> Fix:
+    return Fix(Applicability(f["applicability"]), f["message"], tuple(
+        Edit((e["location"]["row"], e["location"]["column"] - 1),
+             (e["end_location"]["row"], e["end_location"]["column"] - 1), e["content"])
+        for e in f["edits"]), frozenset(f.get("defines", ())), frozenset(f.get("blocked_by", ())),
+        _fix_from_json(f["safe"]) if f.get("safe") is not None else None)
+
+
 def _violation_from_json(d: dict, path: str) -> Violation:
     """A cached finding; raises (KeyError, TypeError, ValueError) on any other shape."""
     if d["code"] not in RULES or not all(
@@ -484,13 +492,7 @@ def _violation_from_json(d: dict, path: str) -> Violation:
         raise ValueError("not a finding")
     if not isinstance(d["message"], str) or not isinstance(d["name"], str):
         raise ValueError("not a finding")
-    fix = None
-    if d["fix"] is not None:
-        f = d["fix"]
-        fix = Fix(Applicability(f["applicability"]), f["message"], tuple(
-            Edit((e["location"]["row"], e["location"]["column"] - 1),
-                 (e["end_location"]["row"], e["end_location"]["column"] - 1), e["content"])
-            for e in f["edits"]), frozenset(f.get("defines", ())), frozenset(f.get("blocked_by", ())))
+    fix = _fix_from_json(d["fix"]) if d["fix"] is not None else None
     cell = d.get("cell")
     if cell is not None and (not isinstance(cell, int) or isinstance(cell, bool) or cell < 1):
         raise ValueError("not a cell")

@@ -117,8 +117,10 @@ def code_actions(ls: TorchDevLintServer, params: lsp.CodeActionParams) -> List[l
             if not _overlaps(v, params.range, lines):
                 continue
             diagnostic = _diagnostic(v, lines)
-            fix = v.fix
-            if fix is not None and fix.edits and fix.applicability is not Applicability.DISPLAY:
+            # the safe variant first (preferred), then the fix itself
+            for fix in ([v.fix.safe, v.fix] if v.fix is not None else []):
+                if fix is None or not fix.edits or fix.applicability is Applicability.DISPLAY:
+                    continue
                 label = " (safe)" if fix.applicability is Applicability.SAFE else " (unsafe: may change behaviour)"
                 actions.append(lsp.CodeAction(
                     title=f"{v.code}: {fix.message}{label}", kind=lsp.CodeActionKind.QuickFix,

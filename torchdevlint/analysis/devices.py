@@ -623,6 +623,29 @@ class DeviceFacts:
     def sites(self, code: str) -> List[Tuple[CallSite, Verdict]]:
         return [(self.a.site_of[node], v) for node, v in self.verdicts.items() if v.code == code]
 
+    @cached_property
+    def legacy_types(self) -> List[Tuple[CallSite, str, str]]:
+        """Every allocation or conversion by a legacy CUDA type (TDL005): (site, "call" for
+        ``torch.cuda.FloatTensor(...)`` or "type" for ``x.type(torch.cuda.FloatTensor)``, dtype)."""
+        found: List[Tuple[CallSite, str, str]] = []
+        for site in self.a.calls:
+            if site.qualname in N.LEGACY_CUDA_TYPES:
+                found.append((site, "call", N.LEGACY_CUDA_TYPES[site.qualname]))
+            elif site.method == "type" and len(site.node.args) == 1 and site.node.args[0].keyword is None:
+                q = self.a.qualname(site.node.args[0].value, site.scope)
+                if q in N.LEGACY_CUDA_TYPES:
+                    found.append((site, "type", N.LEGACY_CUDA_TYPES[q]))
+        return found
+
+    @cached_property
+    def all_assured(self) -> bool:
+        """Whether every implicit placement a device definition may serve (a TDL001
+        ``.cuda()``, a legacy CUDA type) sits under a guard that makes CUDA certain: then a
+        definition with a CPU fallback is itself behaviour-preserving, and ``fix`` uses it;
+        otherwise ``fix`` defines the exact ``torch.device("cuda")`` (see ``Context.exact_definition``)."""
+        sites = [s for s, _ in self.sites("TDL001")] + [s for s, _, _ in self.legacy_types]
+        return bool(sites) and all(self.cuda_assured(s) for s in sites)
+
 
 def _fixed_cuda(expr: cst.BaseExpression) -> bool:
     """``"cuda"`` or ``"cuda:<int>"``: a device that does not depend on the rank."""

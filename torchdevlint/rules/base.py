@@ -164,35 +164,64 @@ class Context:
 
     def device_definition(self, anchor: int) -> Tuple[Optional[str], List[Edit], str]:
         """A device definition for uses that have no device in scope, where the script's
-        own execution starts: (name, edits, where) or (None, [], why not).
+        own execution starts: (name, edits, where) or (None, [], why not). It falls back
+        to the CPU (``--unsafe-fixes``); ``exact_definition`` is its safe twin.
 
         Never in a library module (it would query CUDA at import in every importer), nor
         in a module that sets ``CUDA_VISIBLE_DEVICES`` (the query would freeze it first);
         in a script, after the imports that precede the first use. ``anchor`` is the order of the first use, so that every fix of
         the module inserts the very same text at the same place.
         """
+        return self._definition(anchor, exact=False)
+
+    def exact_definition(self, anchor: int) -> List[Edit]:
+        """The same definition, at the same place, of the device `.cuda()` itself uses:
+        ``device = torch.device("cuda")`` resolves CUDA's current device at each use and
+        queries nothing, so rewriting ``.cuda()`` to ``.to(device)`` with it changes no
+        behaviour (what ``fix`` applies without ``--unsafe-fixes``). A comment above it
+        says how to get the CPU fallback. Call only when ``device_definition`` gave a name."""
+        return self._definition(anchor, exact=True)[1]
+
+    def _definition(self, anchor: int, exact: bool) -> Tuple[Optional[str], List[Edit], str]:
         memo = self.analysis.memo.setdefault("device_definition", {})
-        if anchor not in memo:
-            memo[anchor] = self._device_definition(anchor)
-        name, edits, why = memo[anchor]
+        if (anchor, exact) not in memo:
+            memo[anchor, exact] = self._device_definition(anchor, exact)
+        name, edits, why = memo[anchor, exact]
         return name, list(edits), why
 
-    def _device_definition(self, anchor: int) -> Tuple[Optional[str], List[Edit], str]:
+    def _device_definition(self, anchor: int, exact: bool) -> Tuple[Optional[str], List[Edit], str]:
         a = self.analysis
         if a.devices.entry_point(anchor) is None:
             return None, [], ("this looks like a library module (no script entry point): a device "
                               "defined at import would query CUDA in every importer; pass a device in")
         name = a.free_name(a.device_name)
         torch = a.torch_alias or "torch"
-        line = f'{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
+        fallback = f'{torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
+        if exact:
+            lines = [f"# the device of `.cuda()`; for a CPU fallback: {fallback}", f'{name} = {torch}.device("cuda")']
+        else:
+            lines = [f"{name} = {fallback}"]
         hazard = self.module_query_hazard()
         if hazard:  # a write this process makes must come before any CUDA query
             return None, [], hazard
         try:
-            edits = self.insert_module_lines([line], anchor, need_torch=a.torch_alias is None)
+            edits = self.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None)
         except Uninsertable as exc:
             return None, [], str(exc)
         return name, edits, "a device defined where the script starts (falls back to the CPU)"
+
+    def defined_device_fix(self, applicability: Applicability, message: str, safe_message: str,
+                           definition: List[Edit], anchor: int, edits: Sequence[Edit], name: str) -> Fix:
+        """A fix that uses a device defined where the script starts (``device_definition``
+        gave ``definition``): the CPU fallback with ``--unsafe-fixes`` (or safe where a guard
+        makes CUDA certain), and, for ``fix`` alone, the exact definition -- unless every
+        placement of the module is so guarded, when the fallback is the safe text too. One
+        definition text per pass, whatever rule asks: a module never gets two."""
+        names = frozenset({name})
+        if self.analysis.devices.all_assured:  # the fallback is never taken: it is the safe text too
+            return Fix(applicability, message, tuple(definition) + tuple(edits), names)
+        safe = Fix(Applicability.SAFE, safe_message, tuple(self.exact_definition(anchor)) + tuple(edits), names)
+        return Fix(applicability, message, tuple(definition) + tuple(edits), names, safe=safe)
 
     def move_to(self, site: CallSite, device_code: str, fix_message: str, message: str) -> Violation:
         """A finding on a bare ``.cuda()`` whose fix is ``.to(<device_code>)`` (unsafe:

@@ -16,8 +16,8 @@ class BareCudaCall(Rule):
     triggers = (".cuda(",)
     needs = (("call:cuda",),)  # the gate on the code: a call of a `cuda` method
     fixable = "always"
-    fix_summary = ('`.to(device)` (safe with an exact device in scope or under a guard that makes CUDA certain, '
-                   'else unsafe; display in library modules)')
+    fix_summary = ('`.to(device)` (safe with an exact device in scope, or with a script device defined as '
+                   '`torch.device("cuda")`; a CPU fallback is unsafe; display in library modules)')
     what = """
         A `.cuda()` call with no device (no positional argument, no `device=`, or
         `device=None`) that is merely implicit: none of the bug-grade shapes (TDL002
@@ -53,14 +53,19 @@ class BareCudaCall(Rule):
         exactly like `.cuda()`) and the receiver is provably a torch tensor or module.
         Inside `forward` of an `nn.Module` it uses the first input's `.device`
         (**unsafe**: the input may be elsewhere). When nothing names a device, it
-        defines one where the script's own execution
-        starts (after the imports of a script: one with a main guard, or whose module
-        level does work) that falls back to the CPU: **unsafe**, since the CPU fallback
-        changes behaviour on machines without CUDA; **safe** where the call sits under a
-        guard that makes CUDA certain (`if torch.cuda.is_available():`, or a flag every
-        assignment of which has `torch.cuda.is_available()` as a conjunct, such as
-        `args.cuda = not args.no_cuda and torch.cuda.is_available()`): there the fallback
-        is never taken, and the script already queries CUDA. A library module gets no definition
+        defines one where the script's own execution starts (after the imports of a
+        script: one with a main guard, or whose module level does work). `fix` defines
+        `device = torch.device("cuda")` (**safe**: the very device `.cuda()` uses, resolved
+        at each use, and no CUDA query), with a comment that shows the CPU fallback;
+        `fix --unsafe-fixes` defines `torch.device("cuda" if torch.cuda.is_available()
+        else "cpu")` instead (**unsafe**: the fallback changes behaviour on machines
+        without CUDA, and is what makes a legacy script run there). Run `--unsafe-fixes`
+        first when that is the aim: after a plain `fix` nothing is left for it to do.
+        Where every placement of the script sits under a guard that makes CUDA certain
+        (`if torch.cuda.is_available():`, or a flag every assignment of which has
+        `torch.cuda.is_available()` as a conjunct, such as `args.cuda = not args.no_cuda
+        and torch.cuda.is_available()`), the fallback is never taken and `fix` uses it.
+        A library module gets no definition
         (a CUDA query at import time in every importer): **display-only**. Also
         display-only when a class in the same file defines its own `cuda` method, and
         when the definition would run before the module's own `CUDA_VISIBLE_DEVICES`
@@ -144,6 +149,7 @@ class BareCudaCall(Rule):
             reasons = [] if kind is not None else [UNPROVEN_RECEIVER]
             edits: list = []
             defines: frozenset = frozenset()
+            exact: bool = False  # a definition `fix` alone may make exact (no CPU fallback)
             forward = analysis.devices.forward_input(site) if verdict.device is None else None
             if verdict.device is not None:  # an exact current device in scope
                 device_code = verdict.device.code
@@ -159,6 +165,7 @@ class BareCudaCall(Rule):
                     applicability, reasons = Applicability.DISPLAY, [f"display only: {why}"]
                 else:
                     defines = frozenset({name})
+                    exact = not reasons
                     assured = analysis.devices.cuda_assured(site)
                     if assured and not reasons:  # the fallback is never taken here
                         applicability = Applicability.SAFE
@@ -176,9 +183,17 @@ class BareCudaCall(Rule):
             message = f"Use `.to({device_code})` instead"
             if reasons:
                 message += f" ({'; '.join(reasons)})"
-            fix_edits = tuple(edits) + (ctx.cuda_to_device(call, device_code),)
-            fix = Fix(applicability, message, fix_edits if applicability is not Applicability.DISPLAY else (),
-                      defines, frozenset({"receiver"}) if UNPROVEN_RECEIVER in reasons else frozenset())
+            move = ctx.cuda_to_device(call, device_code)
+            if applicability is Applicability.DISPLAY:
+                fix = Fix(applicability, message)
+            elif exact:
+                fix = ctx.defined_device_fix(
+                    applicability, message,
+                    f'Use `.to({device_code})` (`{device_code} = torch.device("cuda")` defined where the script '
+                    "starts: the device `.cuda()` uses, at each use)", edits, anchor, (move,), device_code)
+            else:
+                fix = Fix(applicability, message, tuple(edits) + (move,), defines,
+                          frozenset({"receiver"}) if UNPROVEN_RECEIVER in reasons else frozenset())
             yield ctx.violation(
                 call,
                 "`.cuda()` without a device uses the implicit current device (cuda:0 unless something "

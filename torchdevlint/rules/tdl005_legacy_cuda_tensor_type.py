@@ -8,15 +8,10 @@ from typing import Iterable, List, Optional, Tuple
 import libcst as cst
 
 from ..analysis import CallSite
+from ..names import DTYPES, LEGACY_CUDA_TYPES as LEGACY
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule
 
-DTYPES = {
-    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
-    "BFloat16Tensor": "bfloat16", "ByteTensor": "uint8", "CharTensor": "int8",
-    "ShortTensor": "int16", "IntTensor": "int32", "LongTensor": "int64", "BoolTensor": "bool",
-}
-LEGACY = {f"torch.cuda.{name}": dtype for name, dtype in DTYPES.items()}
 
 
 class LegacyCudaTensorType(Rule):
@@ -60,9 +55,11 @@ class LegacyCudaTensorType(Rule):
         device=...)`, `.type(T)` becomes
         `.to(device, dtype)`. With `torch.device("cuda")` in scope (or no device at all in
         a library module, where the fix spells `device="cuda"`) the rewrite is exactly
-        the old behaviour: **safe**. With another device in scope, or a device definition
-        inserted where the script starts (with its CPU fallback), it is **unsafe**: that
-        is what makes a legacy script run without CUDA. A call whose argument may be
+        the old behaviour: **safe**. With another device in scope it is **unsafe**. When
+        nothing names a device, a script gets one definition where it starts, shared
+        with TDL001: `fix` defines `torch.device("cuda")` (**safe**: the current device,
+        as the CUDA type used), `fix --unsafe-fixes` the CPU fallback (**unsafe**: that is
+        what makes a legacy script run without CUDA). A call whose argument may be
         either a size or data (a name) is display-only.
 
         The alias idiom `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`
@@ -132,14 +129,7 @@ class LegacyCudaTensorType(Rule):
 
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
-        sites: List[Tuple[CallSite, str, str]] = []  # (site, kind, dtype)
-        for site in a.calls:
-            if site.qualname in LEGACY:
-                sites.append((site, "call", LEGACY[site.qualname]))
-            elif site.method == "type" and len(site.node.args) == 1 and site.node.args[0].keyword is None:
-                q = a.qualname(site.node.args[0].value, site.scope)
-                if q in LEGACY:
-                    sites.append((site, "type", LEGACY[q]))
+        sites = a.devices.legacy_types
         anchor = min((s.order for s, _, _ in sites), default=0)
         for site, kind, dtype in sites:
             type_name = a.code(site.node.func if kind == "call" else site.node.args[0].value)
@@ -232,6 +222,7 @@ class LegacyCudaTensorType(Rule):
         if torch is None:
             return Fix(Applicability.DISPLAY, f"Use `dtype=torch.{dtype}` and an explicit `device=`")
         device, edits, applicability, why = self._device(ctx, site, anchor)
+        defined = bool(edits)  # a definition where the script starts: `fix` alone makes it exact
         if kind == "type":
             edit = ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(device)),
                                                      cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))])
@@ -248,6 +239,10 @@ class LegacyCudaTensorType(Rule):
             edit = ctx.replace(site.node, text)
             what = f"`{torch}.{factory}(..., dtype={torch}.{dtype}, device={device})`"
         message = f"Use {what}" + (f" ({why})" if why else "")
+        if defined:
+            return ctx.guarded(ctx.defined_device_fix(
+                applicability, message, f'Use {what} (`{device} = torch.device("cuda")` defined where the script '
+                "starts: the current device, as the CUDA type used)", edits, anchor, (edit,), device))
         return ctx.guarded(Fix(applicability, message, tuple(edits) + (edit,)))
 
     def _device(self, ctx: Context, site: CallSite, anchor: int) -> Tuple[str, List[Edit], Applicability, str]:

@@ -404,8 +404,7 @@ class DeviceFacts:
         (it has a main guard, or its module level does work: calls its own functions or
         holds the use at ``anchor``); None for a library module, which others import."""
         if anchor not in self._entries:
-            top = _top_statement(self.a, anchor)
-            if top is not None and not isinstance(top, (cst.FunctionDef, cst.ClassDef)):
+            if self._runs_at_import(anchor):
                 self._entries[anchor] = "module"
             elif self.main_guard is not None or self._called_from_module_outside_guard:
                 self._entries[anchor] = "module"
@@ -413,14 +412,44 @@ class DeviceFacts:
                 self._entries[anchor] = None
         return self._entries[anchor]
 
+    def _runs_at_import(self, anchor: int) -> bool:
+        """Whether the use at ``anchor`` is module-level code itself: not in a function or
+        class body, however deep in module-level ``try``/``if``/``with`` blocks."""
+        site = next((s for s in self.a.calls if s.order == anchor), None)
+        if site is None:
+            top = _top_statement(self.a, anchor)
+            return top is not None and not isinstance(top, (cst.FunctionDef, cst.ClassDef))
+        scope = site.scope
+        while scope is not None:
+            if scope.kind in ("function", "lambda", "class"):
+                return False
+            scope = scope.parent
+        return True
+
     @cached_property
     def _called_from_module_outside_guard(self) -> Set[cst.CSTNode]:
-        """Top-level defs (and classes) that module-level code outside the main guard runs."""
+        """Top-level defs that module-level code outside the main guard runs as a script
+        does: calls in a statement of their own (``main()``, ``print(evaluate())``), and
+        what they reach. A library's import-time calls keep their results (``_ok =
+        check_version()``, a singleton ``_detector = Detector()``): no sign of a script."""
         a = self.a
         lo, hi = self._guard_span
+        statements: Set[cst.CSTNode] = set()  # the calls in statements that discard their value
+
+        class Calls(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                statements.add(node)
+
+            def visit_Lambda(self, node: cst.Lambda) -> bool:
+                return False
+
+        for stmt in _module_level_statements(a.module.body):
+            for small in stmt.body:
+                if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    small.visit(Calls())
         roots = set()
         for site in a.calls:
-            if self._owner(site) is None and not (lo <= site.order < hi):
+            if site.node in statements and not (lo <= site.order < hi):
                 callee = self.flow.callee(site)
                 if callee is not None:
                     roots.add(callee.node)
@@ -693,6 +722,25 @@ def _param_default(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
         if p.name.value == name:
             return p.default
     return None
+
+
+def _module_level_statements(body) -> List[cst.SimpleStatementLine]:
+    """The simple statement lines that run at import: the module's own, and those in its
+    top-level ``if``/``try``/``with``/``for``/``while`` blocks (not in defs or classes)."""
+    found: List[cst.SimpleStatementLine] = []
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            found.append(stmt)
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        elif isinstance(stmt, cst.BaseCompoundStatement):
+            for child in stmt.children:
+                if isinstance(child, cst.BaseSuite):
+                    found.extend(_module_level_statements(getattr(child, "body", ())))
+                elif isinstance(child, (cst.If, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)):
+                    found.extend(_module_level_statements([child]) if isinstance(child, cst.If)
+                                 else _module_level_statements(getattr(child.body, "body", ())))
+    return found
 
 
 def _top_statement(a: Analysis, order: int) -> Optional[cst.CSTNode]:

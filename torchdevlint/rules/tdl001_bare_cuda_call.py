@@ -120,6 +120,17 @@ class BareCudaCall(Rule):
                 "if use_cuda:\n    net.to(device)\n"),
         # a library module: no definition at import time
         Example("import torch\ndef make(n):\n    return torch.zeros(n).cuda()\n", None),
+        # ... also when its classes sit in a module-level `try:`, or it calls its own
+        # functions at import and keeps the result (a version check, a singleton)
+        Example("import torch\ntry:\n    import apex\n    class Opt:\n        def step(self):\n"
+                "            return torch.zeros(1).cuda()\nexcept ImportError:\n    apex = None\n", None),
+        Example("import torch\ndef new_enough():\n    return True\nclass Timer:\n    def __init__(self):\n"
+                "        self.on = new_enough()\n    def tick(self):\n        return torch.zeros(1).cuda()\n"
+                "_timer = Timer()\n", None),
+        # a script without a main guard: a call of its own that is a statement
+        Example("import torch\ndef evaluate():\n    return torch.zeros(1).cuda()\nprint(evaluate())\n",
+                'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "def evaluate():\n    return torch.zeros(1).to(device)\nprint(evaluate())\n"),
         Example("class P:\n    def cuda(self):\n        return self\np = P().cuda()\n", None),
         Example("import torch\ns = torch.zeros(2).untyped_storage().cuda()\n", None),
         # one statement, one applicability: the unprovable receiver holds the other back

@@ -97,3 +97,24 @@ def test_check_of_a_clean_file_imports_neither_the_rules_nor_libcst(tmp_path):
     for path, expected in ((clean, "0 False False"), (dirty, "1 True True")):
         out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, cwd=tmp_path)
         assert out.stdout.split("\n")[-2] == expected, out.stdout + out.stderr
+
+
+LOADS = ["torch.load(p)", "th . load(p)", "x = (torch.\n   load(p))", "torch.\\\nload(p)", "from torch import load",
+         "from torch import (\n    jit,  # a comment: with. punctuation\n    load,\n)", "torch.jit.load(p)",
+         "from torch.hub import load_state_dict_from_url", "from torch import jit as J, load as L"]
+NOT_LOADS = ["model.load_state_dict(sd)", "download(url)", "def load(path):\n    return 1\n\nload(p)",
+             "import os\nloaded = 1", "x = reload(m)"]
+
+
+@pytest.mark.parametrize("text", LOADS)
+def test_the_load_prefilter_keeps_every_way_to_reach_torch_load(text):
+    from torchdevlint.catalogue import TEXT_TESTS
+
+    assert TEXT_TESTS["load"](text) and TEXT_TESTS["load"](text.encode())
+
+
+@pytest.mark.parametrize("text", NOT_LOADS)
+def test_the_load_prefilter_drops_files_that_only_say_load_otherwise(text):
+    from torchdevlint.catalogue import TEXT_TESTS
+
+    assert not TEXT_TESTS["load"](text) and not TEXT_TESTS["load"](text.encode())

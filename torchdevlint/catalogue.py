@@ -8,6 +8,7 @@ a file that may. Each rule file declares its own ``name``, ``triggers``,
 
 from __future__ import annotations
 
+import re
 from typing import Dict, FrozenSet, Tuple
 
 from .model import DOCS_URL, Violation
@@ -38,7 +39,8 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                (('call:cuda', 'str^cuda'),)),
     'TDL004': ('cuda-call-bypasses-device', ('.cuda(',), (), (('call:cuda',),)),
     'TDL005': ('legacy-cuda-tensor-type',
-               ('Tensor',),
+               ('FloatTensor', 'DoubleTensor', 'HalfTensor', 'BFloat16Tensor', 'ByteTensor', 'CharTensor',
+                'ShortTensor', 'IntTensor', 'LongTensor', 'BoolTensor'),
                ('cuda',),
                (('qual:torch.cuda.FloatTensor',
                  'qual:torch.cuda.DoubleTensor',
@@ -51,7 +53,7 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                  'qual:torch.cuda.LongTensor',
                  'qual:torch.cuda.BoolTensor'),)),
     'TDL006': ('load-without-map-location',
-               ('load',),
+               ('@load',),
                ('torch',),
                (('qual:torch.load',
                  'qual:torch.serialization.load',
@@ -114,14 +116,47 @@ TOOL_CODES: FrozenSet[str] = frozenset(c for c in CODES if c.startswith("TDL9"))
 def passes(triggers: Tuple[str, ...], also: Tuple[str, ...], data) -> bool:
     """The prefilter test (on str or bytes): one of ``triggers`` occurs, and one of
     ``also`` when it is given. A trigger ending in ``(`` matches without it: ``x.cuda ()``
-    and ``x.cuda\\\n()`` are calls too."""
+    and ``x.cuda\\\n()`` are calls too. A trigger ``@NAME`` is a test of its own
+    (``TEXT_TESTS``), for a word a substring cannot pin down."""
     def found(words: Tuple[str, ...]) -> bool:
-        words = tuple(w[:-1] if w.endswith("(") else w for w in words)
-        if isinstance(data, bytes):
-            return any(w.encode("ascii") in data for w in words)
-        return any(w in data for w in words)
+        for w in words:
+            if w.startswith("@"):
+                if TEXT_TESTS[w[1:]](data):
+                    return True
+                continue
+            w = w[:-1] if w.endswith("(") else w
+            if (w.encode("ascii") if isinstance(data, bytes) else w) in data:
+                return True
+        return False
 
     return found(triggers) and (not also or found(also))
+
+
+_LOAD = {str: re.compile(r"\bload(?:_state_dict_from_url)?\b"), bytes: re.compile(rb"\bload(?:_state_dict_from_url)?\b")}
+_IMPORT_LIST = {str: re.compile(r"[\w\s,()\\]*"), bytes: re.compile(rb"[\w\s,()\\\x80-\xff]*")}
+_COMMENT = {str: re.compile(r"#[^\n]*"), bytes: re.compile(rb"#[^\n]*")}
+
+
+def _load_reference(data) -> bool:
+    """Whether the text may reach ``torch.load`` (``jit.load``, ``load_state_dict_from_url``)
+    at all: the word ``load`` after a dot (``torch.load``, ``th . load``, across a line
+    break) or in an import list (``from torch import (jit, load)``, comments allowed).
+    Not ``load_state_dict``, ``download``, ``def load(``: most torch files only have those."""
+    kind = type(data)
+    dot, space, imp = (".", " \t\r\n\\", "import") if kind is str else (b".", b" \t\r\n\\", b"import")
+    for m in _LOAD[kind].finditer(data):
+        k = m.start() - 1
+        while k >= 0 and data[k:k + 1] in space:
+            k -= 1
+        if k >= 0 and data[k:k + 1] == dot:
+            return True
+        at = data.rfind(imp, 0, m.start())
+        if at >= 0 and _IMPORT_LIST[kind].fullmatch(_COMMENT[kind].sub(data[:0], data[at + 6:m.start()])):
+            return True
+    return False
+
+
+TEXT_TESTS = {"load": _load_reference}
 
 
 def may_fire(code: str, data) -> bool:

@@ -18,7 +18,7 @@ class LegacyCudaTensorType(Rule):
     code = "TDL005"
     name = "legacy-cuda-tensor-type"
     summary = "a legacy `torch.cuda.<T>Tensor` type allocates or converts on the implicit current device"
-    triggers = ("Tensor",)
+    triggers = tuple(DTYPES)  # FloatTensor, LongTensor ... (not a `torch.Tensor` hint)
     also_requires = ("cuda",)
     needs = (tuple(f"qual:torch.cuda.{t}" for t in DTYPES),)  # the gate on the code: a CUDA typed tensor
     fixable = "sometimes"

@@ -23,7 +23,7 @@ class LoadWithoutMapLocation(Rule):
     code = "TDL006"
     name = "load-without-map-location"
     summary = "`torch.load` without `map_location` restores tensors onto the GPU they were saved from"
-    triggers = ("load",)
+    triggers = ("@load",)  # the word `load` after a dot or in an import list (see catalogue)
     also_requires = ("torch",)
     needs = (tuple(f"qual:{q}" for q in LOADERS),)  # the gate on the code: one of the loaders
     fixable = "sometimes"

@@ -61,7 +61,7 @@ def main(roots) -> dict:
                 continue
             t["ast_parse"] += time.perf_counter() - s
             s = time.perf_counter()
-            passing = gate([r for r in rules if r.may_fire(text)], tree)
+            passing = gate([r for r in rules if r.may_fire(text)], tree, text)
             t["gate"] += time.perf_counter() - s
             gated_lines += n
             if not passing:

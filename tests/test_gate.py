@@ -25,10 +25,20 @@ TEXTS += [
     "from torch import load as tload\nstate = tload('x.pt')\n",
     "import os\nos.environ.update(CUDA_VISIBLE_DEVICES='1')\nimport torch\ntorch.zeros(1).cuda()\n",
     "import threading, torch\ndef work():\n    torch.zeros(1, device='cuda')\nthreading.Thread(target=work).start()\n",
+    # per-rank code, however it is marked (TDL003's second gate group)
+    "import torch\n# launched by torchrun: reads 'LOCAL_RANK'\nx = torch.zeros(1, device='cuda')\n",
+    "import torch, multiprocessing as mp\nclass W(mp.Process):\n    def run(self):\n        torch.zeros(1).cuda()\n",
+    "import torch\nfrom concurrent.futures import ProcessPoolExecutor as PPE\ndef w(i):\n    return torch.zeros(1).cuda()\n"
+    "with PPE() as ex:\n    ex.submit(w, 1)\n",
+    "import torch, multiprocessing as mp\ndef w(i):\n    return torch.zeros(1).cuda()\nctx = mp.get_context('spawn')\n"
+    "p = ctx.Process(target=w, args=(0,))\n",
+    "import torch\nfrom detectron2.engine import launch as go\ndef main():\n    torch.zeros(1).cuda(0)\ngo(main, 2)\n",
+    "import torch\nimport deepspeed\ndeepspeed.init_distributed()\nx = torch.zeros(1).cuda(0)\n",
+    "import torch\nimport horovod.torch as hvd\nx = torch.zeros(1, device='cuda:0')\nprint(hvd.local_rank())\n",
 ]
 
 
-def _ungated(rules, tree):
+def _ungated(rules, tree, text=None):
     return list(rules)
 
 
@@ -51,8 +61,12 @@ def test_a_module_no_rule_passes_never_reaches_libcst(monkeypatch):
         raise AssertionError("LibCST parsed a module the gate had ruled out")
 
     monkeypatch.setattr(engine.cst, "parse_module", boom)
-    assert check_source(TEXTS[-6]) == []  # `.cuda()` and `load` in a docstring and a comment
+    # `.cuda()` and `load` in a docstring and a comment
+    assert check_source('import torch\n"""Call x.cuda() or torch.load(p) here."""\n# m.cuda()\nurl = "download"\n') == []
     assert check_source("import torch\ndef f(t: torch.Tensor, cuda: bool):\n    return t\n") == []
+    # a "cuda" device string and pooling layers, but nothing that runs per process (TDL003)
+    assert check_source("import torch\nimport torch.nn as nn\npool = nn.MaxPool2d(2)\n"
+                        "def launch_kernel():\n    return torch.zeros(1, device='cuda')\n") == []
 
 
 def test_words_are_code_tokens():

@@ -8,11 +8,11 @@ a file that may. Each rule file declares its own ``name``, ``triggers``,
 
 from __future__ import annotations
 
-import re
 from typing import Dict, FrozenSet, Tuple
 
+from . import names as N
 from .model import DOCS_URL, Violation
-from .words import CodeWords, Needs
+from .words import TEXT_TESTS, CodeWords, Needs
 
 # code: (name, triggers (any one), also_requires (any one, when given), the gate on the code)
 RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
@@ -36,7 +36,10 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                 'distributed_main',
                 'init_rpc',
                 'start_processes'),
-               (('call:cuda', 'str^cuda'),)),
+               (('call:cuda', 'str^cuda'),
+                ('name:Process', 'name:Pool', 'name:ProcessPoolExecutor', 'name:spawn', 'name:start_processes',
+                 *(f'call:{n}' for n in sorted(N.LAUNCHERS)), 'qual:torch.distributed.rpc.init_rpc',
+                 *(f'qual:{q}' for q in sorted(N.INIT_PROCESS_GROUP)), 'text:rank'))),
     'TDL004': ('cuda-call-bypasses-device', ('.cuda(',), (), (('call:cuda',),)),
     'TDL005': ('legacy-cuda-tensor-type',
                ('FloatTensor', 'DoubleTensor', 'HalfTensor', 'BFloat16Tensor', 'ByteTensor', 'CharTensor',
@@ -130,33 +133,6 @@ def passes(triggers: Tuple[str, ...], also: Tuple[str, ...], data) -> bool:
         return False
 
     return found(triggers) and (not also or found(also))
-
-
-_LOAD = {str: re.compile(r"\bload(?:_state_dict_from_url)?\b"), bytes: re.compile(rb"\bload(?:_state_dict_from_url)?\b")}
-_IMPORT_LIST = {str: re.compile(r"[\w\s,()\\]*"), bytes: re.compile(rb"[\w\s,()\\\x80-\xff]*")}
-_COMMENT = {str: re.compile(r"#[^\n]*"), bytes: re.compile(rb"#[^\n]*")}
-
-
-def _load_reference(data) -> bool:
-    """Whether the text may reach ``torch.load`` (``jit.load``, ``load_state_dict_from_url``)
-    at all: the word ``load`` after a dot (``torch.load``, ``th . load``, across a line
-    break) or in an import list (``from torch import (jit, load)``, comments allowed).
-    Not ``load_state_dict``, ``download``, ``def load(``: most torch files only have those."""
-    kind = type(data)
-    dot, space, imp = (".", " \t\r\n\\", "import") if kind is str else (b".", b" \t\r\n\\", b"import")
-    for m in _LOAD[kind].finditer(data):
-        k = m.start() - 1
-        while k >= 0 and data[k:k + 1] in space:
-            k -= 1
-        if k >= 0 and data[k:k + 1] == dot:
-            return True
-        at = data.rfind(imp, 0, m.start())
-        if at >= 0 and _IMPORT_LIST[kind].fullmatch(_COMMENT[kind].sub(data[:0], data[at + 6:m.start()])):
-            return True
-    return False
-
-
-TEXT_TESTS = {"load": _load_reference}
 
 
 def may_fire(code: str, data) -> bool:

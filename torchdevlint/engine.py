@@ -94,7 +94,7 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
     else:
         tree, error = python_parse(text)
         if error is None:
-            rules = gate(rules, tree)  # what the code (not its comments or strings) can match
+            rules = gate(rules, tree, text)  # what the code (not its comments or strings) can match
             del tree  # not alive beside LibCST's tree
     if error is not None:
         found = [error]
@@ -182,12 +182,12 @@ def _cuda_block(outline: Outline, line: int) -> Optional[int]:
     return None
 
 
-def gate(rules: Sequence[Rule], tree: ast.AST) -> List[Rule]:
+def gate(rules: Sequence[Rule], tree: ast.AST, text: Optional[str] = None) -> List[Rule]:
     """The rules whose gate (``Rule.needs``, see ``words``) this module's code passes:
     only they need LibCST, and a module that none passes is never parsed by it."""
     if not any(r.needs for r in rules):
         return list(rules)
-    words = CodeWords(tree)
+    words = CodeWords(tree, text)
     return [r for r in rules if words.satisfies(r.needs)]
 
 

@@ -55,7 +55,7 @@ class Plugin:
         text = "".join(self.lines)
         if not may_match(text, self.selected):
             return
-        if self.tree is not None and not gated(self.selected, CodeWords(self.tree)):
+        if self.tree is not None and not gated(self.selected, CodeWords(self.tree, text)):
             return  # flake8's own tree: no selected rule's tokens in the code
         try:
             from .engine import check_source

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Dict
 
 # Re-exports: alternative spelling -> canonical spelling (prefixes are folded too).
@@ -67,6 +68,15 @@ EXECUTOR_METHODS = frozenset(
 )
 PARTIAL = "functools.partial"
 TO_THREAD = "asyncio.to_thread"
+
+# Functions handed to these run once per process. The first group also binds each
+# process's device before calling the function (detectron2's launch, fairseq's
+# call_main/distributed_main set_device(local_rank) first).
+BINDING_LAUNCHERS = frozenset({"launch", "call_main", "distributed_main", "launch_job"})
+LAUNCHERS = BINDING_LAUNCHERS | frozenset({"elastic_launch", "start_processes", "spawn",
+                                           "run_distributed", "launch_processes"})
+# What a script launched once per rank reads (torchrun's environment, --local_rank, horovod)
+RANK_MARKERS = re.compile(r"""['"](?:LOCAL_RANK|RANK|WORLD_SIZE|SLURM_LOCALID)['"]|--local[_-]rank|\blocal_rank\(\)""")
 
 # The pre-1.0 typed tensors: ``torch.cuda.<T>Tensor`` -> its dtype's name in torch
 DTYPES: Dict[str, str] = {

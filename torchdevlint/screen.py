@@ -55,4 +55,4 @@ def screen(text: str, codes: Iterable[str]) -> Optional[FrozenSet[str]]:
     tree, error = python_parse(text)
     if error is not None or tree is None:
         return None
-    return gated(codes, CodeWords(tree)) - TOOL_CODES
+    return gated(codes, CodeWords(tree, text)) - TOOL_CODES

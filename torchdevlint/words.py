@@ -16,7 +16,10 @@ one of its tokens). A token is one of:
   torch's re-exports folded as the analysis folds them: a superset of what it resolves);
 - ``str^PREFIX`` / ``str~PART``: a string constant that starts with PREFIX / contains
   PART (constants of up to 200 characters: device strings and environment keys, not
-  docstrings).
+  docstrings);
+- ``text:TEST``: the module's text passes ``TEXT_TESTS[TEST]`` (for what the analysis
+  itself reads from text, comments included: the rank markers of a per-rank script).
+  The same tests serve the prefilter as ``@TEST`` triggers (see ``catalogue.passes``).
 
 A gate may only ever say "cannot fire" when the rule indeed finds nothing: each is a
 necessary condition of its rule's detection, and tests compare every fixture, every
@@ -26,20 +29,55 @@ rule example and the corpus with and without the gate.
 from __future__ import annotations
 
 import ast
-from typing import Dict, FrozenSet, Iterable, Optional, Sequence, Set, Tuple
+import re
+from typing import Callable, Dict, FrozenSet, Iterable, Optional, Sequence, Set, Tuple
 
-from .names import canonical
+from .names import RANK_MARKERS, canonical
 
 Needs = Tuple[Tuple[str, ...], ...]
 _LONGEST = 200
+
+_LOAD = {str: re.compile(r"\bload(?:_state_dict_from_url)?\b"), bytes: re.compile(rb"\bload(?:_state_dict_from_url)?\b")}
+_IMPORT_LIST = {str: re.compile(r"[\w\s,()\\]*"), bytes: re.compile(rb"[\w\s,()\\\x80-\xff]*")}
+_COMMENT = {str: re.compile(r"#[^\n]*"), bytes: re.compile(rb"#[^\n]*")}
+_RANK = {str: RANK_MARKERS, bytes: re.compile(RANK_MARKERS.pattern.encode())}
+
+
+def _load_reference(data) -> bool:
+    """Whether the text may reach ``torch.load`` (``jit.load``, ``load_state_dict_from_url``)
+    at all: the word ``load`` after a dot (``torch.load``, ``th . load``, across a line
+    break) or in an import list (``from torch import (jit, load)``, comments allowed).
+    Not ``load_state_dict``, ``download``, ``def load(``: most torch files only have those."""
+    kind = type(data)
+    dot, space, imp = (".", " \t\r\n\\", "import") if kind is str else (b".", b" \t\r\n\\", b"import")
+    for m in _LOAD[kind].finditer(data):
+        k = m.start() - 1
+        while k >= 0 and data[k:k + 1] in space:
+            k -= 1
+        if k >= 0 and data[k:k + 1] == dot:
+            return True
+        at = data.rfind(imp, 0, m.start())
+        if at >= 0 and _IMPORT_LIST[kind].fullmatch(_COMMENT[kind].sub(data[:0], data[at + 6:m.start()])):
+            return True
+    return False
+
+
+def _rank_marker(data) -> bool:
+    """What marks a script launched once per rank (``names.RANK_MARKERS``), anywhere in
+    the text: the analysis reads it from code text, comments included."""
+    return _RANK[type(data)].search(data) is not None
+
+
+# str or bytes -> whether a rule may fire, for what a substring cannot pin down
+TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _rank_marker}
 
 
 class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
-    __slots__ = ("called", "names", "strings", "_tree", "_quals")
+    __slots__ = ("called", "names", "strings", "_tree", "_quals", "_text")
 
-    def __init__(self, tree: ast.AST):
+    def __init__(self, tree: ast.AST, text: Optional[str] = None):
         called: Set[str] = set()
         names: Set[str] = set()
         strings: Set[str] = set()
@@ -74,6 +112,7 @@ class CodeWords:
         self.strings: FrozenSet[str] = frozenset(strings)
         self._tree = tree
         self._quals: Optional[FrozenSet[str]] = None
+        self._text = text  # None: text tests cannot rule anything out
 
     @property
     def quals(self) -> FrozenSet[str]:
@@ -96,6 +135,11 @@ class CodeWords:
             return any(s.startswith(token[4:]) for s in self.strings)
         if token.startswith("str~"):
             return any(token[4:] in s for s in self.strings)
+        if token.startswith("text:"):
+            test = TEXT_TESTS.get(token[5:])
+            if test is None:
+                raise ValueError(f"unknown text test in gate token {token!r}")
+            return self._text is None or test(self._text)
         raise ValueError(f"unknown gate token {token!r}")
 
     def satisfies(self, needs: Needs) -> bool:

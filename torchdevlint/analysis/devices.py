@@ -30,16 +30,13 @@ from .facts import CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope,
 from .process import _called_name as _last_name
 from .process import _is_main_guard
 
-# Functions handed to these run once per process. The first group also binds each
-# process's device before calling the function (detectron2's launch, fairseq's
-# call_main/distributed_main set_device(local_rank) first).
-_BINDING_LAUNCHERS = frozenset({"launch", "call_main", "distributed_main", "launch_job"})
-_LAUNCHERS = _BINDING_LAUNCHERS | frozenset({"elastic_launch", "start_processes", "spawn",
-                                             "run_distributed", "launch_processes"})
+# Functions handed to these run once per process (see names.LAUNCHERS)
+_BINDING_LAUNCHERS = N.BINDING_LAUNCHERS
+_LAUNCHERS = N.LAUNCHERS
 # Names that hold a configuration, whose ``.device`` is a device the user chose.
 _CONFIG_NAMES = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "options",
                            "params", "flags", "FLAGS", "hp", "settings"})
-_RANK_MARKERS = re.compile(r"""['"](?:LOCAL_RANK|RANK|WORLD_SIZE|SLURM_LOCALID)['"]|--local[_-]rank|\blocal_rank\(\)""")
+_RANK_MARKERS = N.RANK_MARKERS
 _DEVICE_WORDS = ("cuda", "cpu", "mps", "xpu", "npu", "hpu", "meta")
 _INPUT_DEVICE_ATTRS = ("device", "is_cuda", "get_device")
 

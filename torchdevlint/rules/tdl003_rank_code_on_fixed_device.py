@@ -7,6 +7,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
+from .. import names as N
 from ..analysis import CallSite
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
@@ -17,8 +18,14 @@ class RankCodeOnFixedDevice(Rule):
     name = "rank-code-on-fixed-device"
     summary = "per-rank code places work on a device that does not depend on the rank: every rank uses GPU 0"
     triggers = ("cuda",)
-    # the gate on the code: `.cuda(...)`, or a "cuda"/"cuda:0" device string
-    needs = (("call:cuda", "str^cuda"),)
+    # the gate on the code: `.cuda(...)`, or a "cuda"/"cuda:0" device string; and what
+    # makes code per-process (analysis.devices): a Process (target, subclass, `ctx.Process`),
+    # spawn/start_processes, a process pool, a launcher handed a function, an RPC worker,
+    # a process group set up, or a rank marker read by a script launched per rank
+    needs = (("call:cuda", "str^cuda"),
+             ("name:Process", "name:Pool", "name:ProcessPoolExecutor", "name:spawn", "name:start_processes",
+              *(f"call:{n}" for n in sorted(N.LAUNCHERS)), "qual:torch.distributed.rpc.init_rpc",
+              *(f"qual:{q}" for q in sorted(N.INIT_PROCESS_GROUP)), "text:rank"))
     # whatever makes code per-process (see analysis.devices): targets, launchers, RPC,
     # rank markers of a script launched per rank
     also_requires = ("spawn", "Process", "Pool", "RANK", "WORLD_SIZE", "SLURM_LOCALID", "local_rank",

@@ -27,7 +27,8 @@ class LoadWithoutMapLocation(Rule):
     also_requires = ("torch",)
     needs = (tuple(f"qual:{q}" for q in LOADERS),)  # the gate on the code: one of the loaders
     fixable = "sometimes"
-    fix_summary = '`map_location=<device in scope>`, or `map_location="cpu"` for state dicts (unsafe), or display'
+    fix_summary = ('`map_location=<device in scope>`, `"cpu"` for state dicts, or a script\'s device '
+                   '(unsafe); display in library modules')
     what = """
         `torch.load`, `torch.jit.load` and `torch.hub.load_state_dict_from_url` called
         without `map_location` (neither by keyword nor in its position), and without
@@ -51,11 +52,15 @@ class LoadWithoutMapLocation(Rule):
     fix_safety = """
         Always **unsafe**: where the tensors land changes on purpose. With a device bound
         in scope (the names TDL004 recognises), `map_location=<that device>`. Without
-        one, `map_location="cpu"` only where the result only feeds `load_state_dict`
+        one, `map_location="cpu"` where the result only feeds `load_state_dict`
         (directly, or through a name used only there): `load_state_dict` copies into
         the model's own tensors wherever they live, so the CPU detour changes nothing
-        but the peak GPU memory. Anything else is display-only: the caller may rely on
-        the tensors being on the GPU.
+        but the peak GPU memory. Otherwise, in a script, `map_location=device` with the
+        device defined where the script starts (the one definition TDL001 and TDL005
+        use, CPU fallback included): the checkpoint lands on the device the script
+        computes on, GPU 0 on a GPU machine as before, and it loads without CUDA. In a
+        library module it is display-only: the caller may rely on the tensors being
+        on the GPU.
     """
     VALID = (
         "import torch\nx = torch.load('a.pt', map_location='cpu')\n",
@@ -82,36 +87,49 @@ class LoadWithoutMapLocation(Rule):
             "    model.load_state_dict(ckpt['model'])\n    opt.load_state_dict(ckpt['opt'])\n",
         ),
         Example("import torch\ndef resume(path):\n    ckpt = torch.load(path)\n    return ckpt['epoch']\n"),
-        Example("from torch import jit\nm = jit.load('m.pt')\n"),
+        # a script: its device, defined where it starts
+        Example("import torch\ndef main(path):\n    ckpt = torch.load(path)\n    return ckpt['epoch']\n"
+                "if __name__ == '__main__':\n    main('c.pt')\n",
+                'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "def main(path):\n    ckpt = torch.load(path, map_location=device)\n    return ckpt['epoch']\n"
+                "if __name__ == '__main__':\n    main('c.pt')\n"),
+        Example("from torch import jit\nm = jit.load('m.pt')\n",
+                "from torch import jit\nimport torch\n"
+                'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "m = jit.load('m.pt', map_location=device)\n"),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
-        for site in a.calls:
-            position = LOADERS.get(site.qualname or "")
-            if position is None or _has_map_location(site.node, position):
-                continue
+        sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])]
+        anchor = min((s.order for s in sites), default=0)
+        for site in sites:
             loader = site.qualname.replace("torch.serialization.load", "torch.load")  # type: ignore[union-attr]
             message = (f"`{loader}` without `map_location` restores every tensor onto the device it "
                        "was saved from (GPU 0 for most checkpoints): it fails without CUDA and puts "
                        "every rank's copy on GPU 0; pass `map_location`")
-            yield ctx.violation(site.node, message, self._fix(ctx, site))
+            yield ctx.violation(site.node, message, self._fix(ctx, site, anchor))
 
-    def _fix(self, ctx: Context, site: CallSite) -> Fix:
+    def _fix(self, ctx: Context, site: CallSite, anchor: int) -> Fix:
         a = ctx.analysis
         choice = a.devices.chosen_device(site)
+        definition: list = []
         if choice is not None:
             value, why = choice.code, f"the device already chosen here, {choice.why}"
         elif _feeds_only_load_state_dict(a, site):
             value, why = '"cpu"', "the result only feeds `load_state_dict`, which copies into the model's tensors"
-        else:
-            return Fix(Applicability.DISPLAY,
-                       "Pass `map_location=` the device the tensors should live on (no device is "
-                       "bound here, and the result is used beyond `load_state_dict`)")
+        else:  # a script gets the one device definition TDL001 and TDL005 use
+            name, definition, _ = ctx.device_definition(anchor)
+            if name is None:
+                return Fix(Applicability.DISPLAY,
+                           "Pass `map_location=` the device the tensors should live on (no device is "
+                           "bound here, and the result is used beyond `load_state_dict`)")
+            value, why = name, "a device defined where the script starts (falls back to the CPU): the tensors land there"
         edits = ctx.add_keyword(site.node, f"map_location={value}")
         if edits is None:
             return Fix(Applicability.DISPLAY, f"Pass `map_location={value}` (the call's layout is unusual)")
-        return ctx.guarded(Fix(Applicability.UNSAFE, f"Pass `map_location={value}` ({why})", tuple(edits)))
+        return ctx.guarded(Fix(Applicability.UNSAFE, f"Pass `map_location={value}` ({why})",
+                               tuple(definition) + tuple(edits), frozenset({value}) if definition else frozenset()))
 
 
 def _has_map_location(call: cst.Call, position: int) -> bool:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Callable, Dict, FrozenSet, Iterable, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .names import RANK_MARKERS, canonical
 
@@ -75,18 +75,22 @@ TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _
 class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
-    __slots__ = ("called", "names", "strings", "_tree", "_quals", "_text")
+    __slots__ = ("called", "names", "strings", "_imports", "_ids", "_attributes", "_quals", "_text")
 
     def __init__(self, tree: ast.AST, text: Optional[str] = None):
         called: Set[str] = set()
         names: Set[str] = set()
         strings: Set[str] = set()
-        for node in ast.walk(tree):
+        ids: Set[str] = set()  # the bare names (``Name`` nodes), for qualified names
+        attributes: List[ast.Attribute] = []
+        imports: List[ast.AST] = []
+        for node in ast.walk(tree):  # the one walk: qualified names are resolved from what it keeps
             kind = type(node)
             if kind is ast.Name:
-                names.add(node.id)  # type: ignore[attr-defined]
+                ids.add(node.id)  # type: ignore[attr-defined]
             elif kind is ast.Attribute:
                 names.add(node.attr)  # type: ignore[attr-defined]
+                attributes.append(node)  # type: ignore[arg-type]
             elif kind is ast.Call:
                 last = _last(node.func)  # type: ignore[attr-defined]
                 if last:
@@ -100,6 +104,8 @@ class CodeWords:
                 names.add(imported)
                 if node.asname:  # type: ignore[attr-defined]
                     names.add(node.asname)  # type: ignore[attr-defined]
+            elif kind is ast.Import or kind is ast.ImportFrom:
+                imports.append(node)
             elif kind is ast.keyword:
                 if node.arg:  # type: ignore[attr-defined]
                     names.add(node.arg)  # type: ignore[attr-defined]
@@ -107,10 +113,11 @@ class CodeWords:
                 names.add(node.name)  # type: ignore[attr-defined]
             elif kind is ast.arg:
                 names.add(node.arg)  # type: ignore[attr-defined]
+        names |= ids
         self.called: FrozenSet[str] = frozenset(called)
         self.names: FrozenSet[str] = frozenset(names)
         self.strings: FrozenSet[str] = frozenset(strings)
-        self._tree = tree
+        self._imports, self._ids, self._attributes = imports, ids, attributes
         self._quals: Optional[FrozenSet[str]] = None
         self._text = text  # None: text tests cannot rule anything out
 
@@ -119,7 +126,8 @@ class CodeWords:
         """Every qualified name a name or attribute chain may resolve to (computed on
         first use: only rules that resolve names ask)."""
         if self._quals is None:
-            self._quals = _qualnames(self._tree)
+            self._quals = _qualnames(self._imports, self._ids, self._attributes)
+            self._attributes = []  # kept only for this
         return self._quals
 
     def has(self, token: str) -> bool:
@@ -147,39 +155,37 @@ class CodeWords:
         return all(any(self.has(t) for t in group) for group in needs)
 
 
-def _qualnames(tree: ast.AST) -> FrozenSet[str]:
+def _qualnames(import_nodes: List[ast.AST], ids: Set[str], attributes: List[ast.Attribute]) -> FrozenSet[str]:
     """The qualified names the module's names and attribute chains may stand for: as
     the analysis binds imports (``import a.b`` binds ``a``; ``import a.b as x`` and
     ``from a import b as x`` bind ``x``; relative and star imports bind nothing it can
     resolve), with every import of a name tried, whatever its scope."""
     imports: Dict[str, Set[str]] = {}
-    for node in ast.walk(tree):
+    for node in import_nodes:
         if type(node) is ast.Import:
             for alias in node.names:  # type: ignore[attr-defined]
                 local = alias.asname or alias.name.split(".")[0]
                 imports.setdefault(local, set()).add(alias.name if alias.asname else local)
-        elif type(node) is ast.ImportFrom and node.module and not node.level:  # type: ignore[attr-defined]
+        elif node.module and not node.level:  # type: ignore[attr-defined]
             for alias in node.names:  # type: ignore[attr-defined]
                 if alias.name != "*":
                     imports.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")  # type: ignore[attr-defined]
     if not imports:
         return frozenset()
     out: Set[str] = set()
-    for node in ast.walk(tree):
-        kind = type(node)
-        if kind is ast.Name:
-            for target in imports.get(node.id, ()):  # type: ignore[attr-defined]
-                out.add(canonical(target))
-        elif kind is ast.Attribute:
-            parts = []
-            expr = node
-            while type(expr) is ast.Attribute:
-                parts.append(expr.attr)  # type: ignore[attr-defined]
-                expr = expr.value  # type: ignore[attr-defined]
-            if type(expr) is ast.Name:
-                tail = ".".join(reversed(parts))
-                for target in imports.get(expr.id, ()):  # type: ignore[attr-defined]
-                    out.add(canonical(f"{target}.{tail}"))
+    for name in ids & imports.keys():
+        for target in imports[name]:
+            out.add(canonical(target))
+    for node in attributes:
+        parts = []
+        expr: ast.AST = node
+        while type(expr) is ast.Attribute:
+            parts.append(expr.attr)  # type: ignore[attr-defined]
+            expr = expr.value  # type: ignore[attr-defined]
+        if type(expr) is ast.Name and expr.id in imports:  # type: ignore[attr-defined]
+            tail = ".".join(reversed(parts))
+            for target in imports[expr.id]:  # type: ignore[attr-defined]
+                out.add(canonical(f"{target}.{tail}"))
     return frozenset(out)
 
 

@@ -84,3 +84,28 @@ def test_the_cache_keeps_tree_and_single_file_answers_apart(tmp_path):
     again = cli("check", "--output-format", "json", ".", cwd=tmp_path).stdout
     assert _applicability(tree) == _applicability(again) == [(9, "safe"), (10, "unsafe"), (12, "safe")]
     assert _applicability(alone) == [(9, "unsafe"), (10, "unsafe"), (12, "unsafe")]
+
+
+def test_a_warm_run_analyses_nothing_again(tmp_path, monkeypatch):
+    """The whole-run pass is cached too (under the file's digest and the index's own
+    fingerprint): a second run over an unchanged tree runs no analysis, and answers the same."""
+    from torchdevlint import runner
+    from torchdevlint.settings import Settings
+
+    _project(tmp_path)
+    paths = [str(tmp_path / "pkg" / n) for n in ("__init__.py", "models.py", "train.py")]
+
+    def once():
+        cache = runner.Cache(str(tmp_path), Settings())
+        return [[(v.start, v.fix.applicability.value if v.fix else None, v.filename) for v in r.violations]
+                for r in runner.run(paths, "check", Settings(), cache=cache)]
+
+    first = once()
+    assert ((9, 8), "safe", paths[2]) in first[2]  # the sibling class made it safe
+    calls = []
+    real = runner.process
+    monkeypatch.setattr(runner, "process", lambda job: calls.append(job.path) or real(job))
+    assert once() == first and calls == []
+    # a change to the sibling that defines the class is a miss for the whole-run answer
+    (tmp_path / "pkg" / "models.py").write_text(MODELS.replace("nn.Module", "object"))
+    assert once() != first and str(tmp_path / "pkg" / "train.py") in calls

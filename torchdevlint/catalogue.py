@@ -8,6 +8,7 @@ a file that may. Each rule file declares its own ``name``, ``triggers``,
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Dict, FrozenSet, Tuple
 
 from . import names as N
@@ -121,18 +122,29 @@ def passes(triggers: Tuple[str, ...], also: Tuple[str, ...], data) -> bool:
     ``also`` when it is given. A trigger ending in ``(`` matches without it: ``x.cuda ()``
     and ``x.cuda\\\n()`` are calls too. A trigger ``@NAME`` is a test of its own
     (``TEXT_TESTS``), for a word a substring cannot pin down."""
-    def found(words: Tuple[str, ...]) -> bool:
-        for w in words:
-            if w.startswith("@"):
-                if TEXT_TESTS[w[1:]](data):
-                    return True
-                continue
-            w = w[:-1] if w.endswith("(") else w
-            if (w.encode("ascii") if isinstance(data, bytes) else w) in data:
-                return True
-        return False
+    kind = type(data)
+    return (not also or _found(_words(also, kind), data)) and _found(_words(triggers, kind), data)
 
-    return found(triggers) and (not also or found(also))
+
+def _found(words: Tuple, data) -> bool:
+    for w in words:
+        if w.__class__ is not tuple:
+            if w in data:
+                return True
+        elif TEXT_TESTS[w[0]](data):
+            return True
+    return False
+
+
+@lru_cache(maxsize=None)
+def _words(words: Tuple[str, ...], kind: type) -> Tuple:
+    """The words as the prefilter tests them on ``kind`` (str or bytes): substrings
+    (encoded for bytes, a trailing "(" dropped), text tests as ``(NAME,)``; the cheap
+    substrings first."""
+    plain = tuple((w[:-1] if w.endswith("(") else w) for w in words if not w.startswith("@"))
+    if kind is bytes:
+        plain = tuple(w.encode("ascii") for w in plain)
+    return plain + tuple((w[1:],) for w in words if w.startswith("@"))
 
 
 def may_fire(code: str, data) -> bool:

@@ -25,6 +25,14 @@ class ProjectIndex:
     classes: Dict[str, Optional[ClassFacts]] = field(default_factory=dict)  # "mod.Class" -> facts
     exports: Dict[str, Set[str]] = field(default_factory=dict)  # module key -> its class names
 
+    def fingerprint(self) -> str:
+        """What the index says, as a hash: a cached whole-run result holds while it is equal."""
+        import hashlib
+        import json
+
+        data = [sorted(self.classes.items()), sorted((k, sorted(v)) for k, v in self.exports.items())]
+        return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:16]
+
     def lookup(self, qualname: str) -> Optional[ClassFacts]:
         """Facts for ``pkg.models.Generator`` or ``.models.Generator`` (a relative import):
         matched on the longest module suffix the index knows."""

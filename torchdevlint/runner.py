@@ -369,6 +369,9 @@ def _patch_lines(text: str) -> List[str]:
 
 
 # ------------------------------------------------------------------ the cache
+_PROJECT_KEY = "\0project:"  # cache entries of the whole-run pass (no path starts with NUL)
+
+
 class Cache:
     """Check results keyed by content hash, tool version and effective settings.
 
@@ -396,10 +399,10 @@ class Cache:
         so a cache shipped with (or planted in) a repository cannot vouch for a file."""
         return hashlib.blake2b(data, digest_size=16, key=_secret()).hexdigest()
 
-    def get(self, path: str, digest: str) -> Optional[List[Violation]]:
+    def get(self, path: str, digest: str, whole_run: bool = False) -> Optional[List[Violation]]:
         """The cached findings, or None: a missing, stale or malformed entry is a miss
-        (and is rewritten by this run)."""
-        entry = self.entries.get(path)
+        (and is rewritten by this run). ``whole_run``: the answer of the whole-run pass."""
+        entry = self.entries.get(_PROJECT_KEY + path if whole_run else path)
         if not self.enabled or not isinstance(entry, dict) or entry.get("digest") != digest:
             return None
         try:
@@ -410,9 +413,10 @@ class Cache:
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):
             return None
 
-    def put(self, path: str, digest: str, violations: List[Violation]) -> None:
+    def put(self, path: str, digest: str, violations: List[Violation], whole_run: bool = False) -> None:
         if self.enabled:
-            self.entries[path] = {"digest": digest, "violations": [v.to_json() for v in violations]}
+            key = _PROJECT_KEY + path if whole_run else path
+            self.entries[key] = {"digest": digest, "violations": [v.to_json() for v in violations]}
             self.dirty = True
 
     def save(self) -> None:
@@ -549,14 +553,15 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
             except OSError:
                 pending.append(job)
                 continue
-            if not may_match(data, settings.enabled_codes(path)):
-                results[path] = FileResult(path)
-                bar.advance()
-                continue
             digest = Cache.digest(data)
-            hit = cache.get(path, digest)
+            hit = cache.get(path, digest)  # first: a warm run does not even prefilter
             if hit is not None:
                 results[path] = FileResult(path, hit)
+                bar.advance()
+                continue
+            if not may_match(data, settings.enabled_codes(path)):
+                results[path] = FileResult(path)
+                cache.put(path, digest, [])
                 bar.advance()
                 continue
             digests[path] = digest
@@ -569,8 +574,10 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
     if cache is not None:  # single-file knowledge only: what every front would say
         for path, digest in digests.items():
             cache.put(path, digest, results[path].violations)
+    _with_project(paths, results, mode, unsafe, settings, real_roots, jobs,
+                  cache if mode == "check" else None)
+    if cache is not None:
         cache.save()
-    _with_project(paths, results, mode, unsafe, settings, real_roots, jobs)
     return [results[p] for p in paths]
 
 
@@ -586,10 +593,12 @@ def _process_all(pending: List[Job], jobs: int):
 
 
 def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, unsafe: bool,
-                  settings: Settings, roots, jobs: int) -> None:
+                  settings: Settings, roots, jobs: int, cache: Optional[Cache] = None) -> None:
     """The whole-run pass: files whose fixes stayed unsafe only because a receiver was
     not provably torch are looked at again with an index of the classes their imports
-    reach among the run's files (``project``). Only fixes can change, never findings."""
+    reach among the run's files (``project``). Only fixes can change, never findings.
+    In ``check``, its results are cached under the file's digest and the index's own
+    fingerprint: a warm run re-analyses nothing."""
     if len(paths) < 2:
         return
     needy = [p for p in paths if any(
@@ -600,8 +609,22 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
     project = build_index(paths, read_source, seeds=needy)
     if not any(project.classes.values()):
         return
+    keys: Dict[str, str] = {}
+    if cache is not None and cache.enabled:
+        stamp = project.fingerprint()
+        for path in list(needy):
+            try:
+                keys[path] = f"{Cache.digest(read_source(path))}|{stamp}"
+            except OSError:
+                continue
+            hit = cache.get(path, keys[path], whole_run=True)
+            if hit is not None:
+                results[path] = FileResult(path, hit)
+                needy.remove(path)
     again = [Job(p, mode, unsafe, settings, roots=roots, project=project) for p in needy]
     for result in _process_all(again, jobs):
+        if result.path in keys:
+            cache.put(result.path, keys[result.path], result.violations, whole_run=True)  # type: ignore[union-attr]
         first = results[result.path]
         if mode == "fix" and not result.fixed_text:  # the first pass is already written
             result.applied = first.applied + result.applied

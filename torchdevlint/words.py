@@ -37,7 +37,9 @@ from .names import RANK_MARKERS, canonical
 Needs = Tuple[Tuple[str, ...], ...]
 _LONGEST = 200
 
-_LOAD = {str: re.compile(r"\bload(?:_state_dict_from_url)?\b"), bytes: re.compile(rb"\bload(?:_state_dict_from_url)?\b")}
+# (a literal first: the search jumps from one "load" to the next; the word start is checked by hand)
+_LOAD = {str: re.compile(r"load(?:_state_dict_from_url)?\b"), bytes: re.compile(rb"load(?:_state_dict_from_url)?\b")}
+_WORD = re.compile(r"\w")
 _IMPORT_LIST = {str: re.compile(r"[\w\s,()\\]*"), bytes: re.compile(rb"[\w\s,()\\\x80-\xff]*")}
 _COMMENT = {str: re.compile(r"#[^\n]*"), bytes: re.compile(rb"#[^\n]*")}
 _RANK = {str: RANK_MARKERS, bytes: re.compile(RANK_MARKERS.pattern.encode())}
@@ -52,6 +54,9 @@ def _load_reference(data) -> bool:
     dot, space, imp = (".", " \t\r\n\\", "import") if kind is str else (b".", b" \t\r\n\\", b"import")
     for m in _LOAD[kind].finditer(data):
         k = m.start() - 1
+        before = data[k:k + 1]
+        if k >= 0 and (_WORD.match(before if kind is str else before.decode("latin-1"))):
+            continue  # `download`, `reload`: not the word `load`
         while k >= 0 and data[k:k + 1] in space:
             k -= 1
         if k >= 0 and data[k:k + 1] == dot:

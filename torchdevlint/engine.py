@@ -94,7 +94,7 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
     else:
         tree, error = python_parse(text)
         if error is None:
-            rules = gate(rules, tree, text)  # what the code (not its comments or strings) can match
+            rules = gate(rules, tree, text)  # what the code can match (text tests read the text)
             del tree  # not alive beside LibCST's tree
     if error is not None:
         found = [error]

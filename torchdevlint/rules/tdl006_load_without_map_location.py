@@ -27,8 +27,8 @@ class LoadWithoutMapLocation(Rule):
     also_requires = ("torch",)
     needs = (tuple(f"qual:{q}" for q in LOADERS),)  # the gate on the code: one of the loaders
     fixable = "sometimes"
-    fix_summary = ('`map_location=<device in scope>`, `"cpu"` for state dicts, or a script\'s device '
-                   '(unsafe); display in library modules')
+    fix_summary = ('`map_location=<device in scope>`, `"cpu"` for state dicts and CPU-only scripts, or a '
+                   'script\'s device (unsafe); display in library modules')
     what = """
         `torch.load`, `torch.jit.load` and `torch.hub.load_state_dict_from_url` called
         without `map_location` (neither by keyword nor in its position), and without
@@ -55,11 +55,13 @@ class LoadWithoutMapLocation(Rule):
         one, `map_location="cpu"` where the result only feeds `load_state_dict`
         (directly, or through a name used only there): `load_state_dict` copies into
         the model's own tensors wherever they live, so the CPU detour changes nothing
-        but the peak GPU memory. Otherwise, in a script, `map_location=device` with the
+        but the peak GPU memory. Otherwise, in a script that places work on the GPU
+        itself (a bare `.cuda()`, a legacy CUDA type), `map_location=device` with the
         device defined where the script starts (the one definition TDL001 and TDL005
         use, CPU fallback included): the checkpoint lands on the device the script
-        computes on, GPU 0 on a GPU machine as before, and it loads without CUDA. In a
-        library module it is display-only: the caller may rely on the tensors being
+        computes on, GPU 0 on a GPU machine as before, and it loads without CUDA; in a
+        script that places nothing on a GPU (a checkpoint converter), `map_location="cpu"`.
+        In a library module it is display-only: the caller may rely on the tensors being
         on the GPU.
     """
     VALID = (
@@ -87,16 +89,18 @@ class LoadWithoutMapLocation(Rule):
             "    model.load_state_dict(ckpt['model'])\n    opt.load_state_dict(ckpt['opt'])\n",
         ),
         Example("import torch\ndef resume(path):\n    ckpt = torch.load(path)\n    return ckpt['epoch']\n"),
-        # a script: its device, defined where it starts
-        Example("import torch\ndef main(path):\n    ckpt = torch.load(path)\n    return ckpt['epoch']\n"
-                "if __name__ == '__main__':\n    main('c.pt')\n",
+        # a script that computes on the GPU: its device, defined where it starts
+        Example("import torch\ndef main(path):\n    ckpt = torch.load(path)\n    net = ckpt['model'].cuda()\n"
+                "    return net, ckpt['epoch']\nif __name__ == '__main__':\n    main('c.pt')\n",
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
-                "def main(path):\n    ckpt = torch.load(path, map_location=device)\n    return ckpt['epoch']\n"
-                "if __name__ == '__main__':\n    main('c.pt')\n"),
-        Example("from torch import jit\nm = jit.load('m.pt')\n",
-                "from torch import jit\nimport torch\n"
-                'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
-                "m = jit.load('m.pt', map_location=device)\n"),
+                "def main(path):\n    ckpt = torch.load(path, map_location=device)\n    net = ckpt['model'].to(device)\n"
+                "    return net, ckpt['epoch']\nif __name__ == '__main__':\n    main('c.pt')\n"),
+        # a script that places nothing on a GPU (a checkpoint converter): the CPU
+        Example("import torch\ndef main(src, dst):\n    ckpt = torch.load(src)\n    ckpt['meta'] = 1\n"
+                "    torch.save(ckpt, dst)\nif __name__ == '__main__':\n    main('a.pt', 'b.pt')\n",
+                "import torch\ndef main(src, dst):\n    ckpt = torch.load(src, map_location=\"cpu\")\n    ckpt['meta'] = 1\n"
+                "    torch.save(ckpt, dst)\nif __name__ == '__main__':\n    main('a.pt', 'b.pt')\n"),
+        Example("from torch import jit\nm = jit.load('m.pt')\n", "from torch import jit\nm = jit.load('m.pt', map_location=\"cpu\")\n"),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -118,13 +122,18 @@ class LoadWithoutMapLocation(Rule):
             value, why = choice.code, f"the device already chosen here, {choice.why}"
         elif _feeds_only_load_state_dict(a, site):
             value, why = '"cpu"', "the result only feeds `load_state_dict`, which copies into the model's tensors"
-        else:  # a script gets the one device definition TDL001 and TDL005 use
-            name, definition, _ = ctx.device_definition(anchor)
+        elif a.devices.entry_point(anchor) is None:
+            return Fix(Applicability.DISPLAY,
+                       "Pass `map_location=` the device the tensors should live on (no device is "
+                       "bound here, and the result is used beyond `load_state_dict`)")
+        elif a.devices.sites("TDL001") or a.devices.legacy_types:
+            # a script that computes on the GPU: the one device definition TDL001 and TDL005 use
+            name, definition, why_not = ctx.device_definition(anchor)
             if name is None:
-                return Fix(Applicability.DISPLAY,
-                           "Pass `map_location=` the device the tensors should live on (no device is "
-                           "bound here, and the result is used beyond `load_state_dict`)")
+                return Fix(Applicability.DISPLAY, f"Pass `map_location=` the script's device (display only: {why_not})")
             value, why = name, "a device defined where the script starts (falls back to the CPU): the tensors land there"
+        else:  # a script that places nothing on a GPU itself (a checkpoint converter)
+            value, why = '"cpu"', "this script places nothing on a GPU itself"
         edits = ctx.add_keyword(site.node, f"map_location={value}")
         if edits is None:
             return Fix(Applicability.DISPLAY, f"Pass `map_location={value}` (the call's layout is unusual)")

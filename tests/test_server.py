@@ -62,24 +62,24 @@ async def test_diagnostics_quick_fix_noqa_and_fix_all(client: LanguageClient):
     assert list(client.diagnostics[uri]) == []
 
 
-async def test_unsafe_fixes_are_labelled_and_hover_shows_the_rule(client: LanguageClient):
-    # a receiver that may not be torch: only an unsafe fix
-    uri = _open(client, "import torch\nx = batch.cuda()\n", "script.py")
+async def _actions_on_its_one_diagnostic(client: LanguageClient, text: str, name: str):
+    uri = _open(client, text, name)
     await client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
     (diagnostic,) = client.diagnostics[uri]
     actions = await client.text_document_code_action_async(lsp.CodeActionParams(
         text_document=lsp.TextDocumentIdentifier(uri), range=diagnostic.range,
         context=lsp.CodeActionContext(diagnostics=[diagnostic])))
+    return uri, actions
+
+
+async def test_unsafe_fixes_are_labelled_and_hover_shows_the_rule(client: LanguageClient):
+    # a receiver that may not be torch: only an unsafe fix
+    _, actions = await _actions_on_its_one_diagnostic(client, "import torch\nx = batch.cuda()\n", "script.py")
     fixes = [a for a in actions if a.title.startswith("TDL001: Use")]
     assert fixes and all("(unsafe: may change behaviour)" in a.title for a in fixes)
     assert not any(a.kind == lsp.CodeActionKind.SourceFixAll for a in actions)  # nothing safe
     # a tensor: the exact device (safe, preferred) and the CPU fallback (unsafe)
-    uri = _open(client, "import torch\nx = torch.zeros(1).cuda()\n", "script2.py")
-    await client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-    (diagnostic,) = client.diagnostics[uri]
-    actions = await client.text_document_code_action_async(lsp.CodeActionParams(
-        text_document=lsp.TextDocumentIdentifier(uri), range=diagnostic.range,
-        context=lsp.CodeActionContext(diagnostics=[diagnostic])))
+    uri, actions = await _actions_on_its_one_diagnostic(client, "import torch\nx = torch.zeros(1).cuda()\n", "script2.py")
     safe, unsafe = [a for a in actions if a.title.startswith("TDL001: Use")]
     assert safe.is_preferred and safe.title.endswith("(safe)") and "falls back" not in safe.title
     assert unsafe.title.endswith("(unsafe: may change behaviour)") and "falls back to the CPU" in unsafe.title

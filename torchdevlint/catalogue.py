@@ -15,6 +15,9 @@ from . import names as N
 from .model import DOCS_URL, Violation
 from .words import TEXT_TESTS, CodeWords, Needs
 
+# the gate of TDL101 and TDL102, as they spell it: a call that resolves to a set_device
+_SET_DEVICE_NEEDS: Needs = (tuple(f"qual:{q}" for q in sorted(N.SET_DEVICE)),)
+
 # code: (name, triggers (any one), also_requires (any one, when given), the gate on the code)
 RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
     'TDL001': ('bare-cuda-call', ('.cuda(',), (), (('call:cuda',),)),
@@ -66,25 +69,11 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
     'TDL101': ('global-set-device',
                ('set_device',),
                (),
-               (('qual:torch.accelerator.set_device_idx',
-                 'qual:torch.accelerator.set_device_index',
-                 'qual:torch.cuda.set_device',
-                 'qual:torch.mlu.set_device',
-                 'qual:torch.mps.set_device',
-                 'qual:torch.musa.set_device',
-                 'qual:torch.npu.set_device',
-                 'qual:torch.xpu.set_device'),)),
+               _SET_DEVICE_NEEDS),
     'TDL102': ('set-device-in-thread',
                ('set_device',),
                (),
-               (('qual:torch.accelerator.set_device_idx',
-                 'qual:torch.accelerator.set_device_index',
-                 'qual:torch.cuda.set_device',
-                 'qual:torch.mlu.set_device',
-                 'qual:torch.mps.set_device',
-                 'qual:torch.musa.set_device',
-                 'qual:torch.npu.set_device',
-                 'qual:torch.xpu.set_device'),)),
+               _SET_DEVICE_NEEDS),
     'TDL103': ('device-context-not-entered',
                ('cuda.device(', 'device_of(', 'device_index(', 'from torch.cuda import', 'torch.cuda as'),
                (),

@@ -542,7 +542,8 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
     """Process files; results come back in the order of ``paths`` whatever ``jobs`` is."""
     results: Dict[str, FileResult] = {}
     pending: List[Job] = []
-    digests: Dict[str, str] = {}
+    digests: Dict[str, str] = {}  # every file read for the cache -> its digest
+    misses: List[str] = []  # the files this run analyses and caches
     bar = Progress(len(paths), "torchdevlint " + mode, progress)
     real_roots = tuple(os.path.realpath(r) for r in roots) if roots is not None else None
     for path in paths:
@@ -553,7 +554,7 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
             except OSError:
                 pending.append(job)
                 continue
-            digest = Cache.digest(data)
+            digest = digests[path] = Cache.digest(data)
             hit = cache.get(path, digest)  # first: a warm run does not even prefilter
             if hit is not None:
                 results[path] = FileResult(path, hit)
@@ -564,7 +565,7 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
                 cache.put(path, digest, [])
                 bar.advance()
                 continue
-            digests[path] = digest
+            misses.append(path)
             job.data = data
         pending.append(job)
     for result in _process_all(pending, jobs):
@@ -572,10 +573,10 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
         bar.advance()
     bar.close()
     if cache is not None:  # single-file knowledge only: what every front would say
-        for path, digest in digests.items():
-            cache.put(path, digest, results[path].violations)
+        for path in misses:
+            cache.put(path, digests[path], results[path].violations)
     _with_project(paths, results, mode, unsafe, settings, real_roots, jobs,
-                  cache if mode == "check" else None)
+                  (cache, digests) if mode == "check" and cache is not None else None)
     if cache is not None:
         cache.save()
     return [results[p] for p in paths]
@@ -593,12 +594,14 @@ def _process_all(pending: List[Job], jobs: int):
 
 
 def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, unsafe: bool,
-                  settings: Settings, roots, jobs: int, cache: Optional[Cache] = None) -> None:
+                  settings: Settings, roots, jobs: int,
+                  cached: Optional[Tuple[Cache, Dict[str, str]]] = None) -> None:
     """The whole-run pass: files whose fixes stayed unsafe only because a receiver was
     not provably torch are looked at again with an index of the classes their imports
     reach among the run's files (``project``). Only fixes can change, never findings.
-    In ``check``, its results are cached under the file's digest and the index's own
-    fingerprint: a warm run re-analyses nothing."""
+    In ``check``, its results are cached (``cached``: the cache, and the digest of every
+    file the first pass read) under the file's digest and the index's own fingerprint:
+    a warm run re-analyses nothing."""
     if len(paths) < 2:
         return
     needy = [p for p in paths if any(
@@ -610,13 +613,13 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
     if not any(project.classes.values()):
         return
     keys: Dict[str, str] = {}
+    cache, digests = cached if cached is not None else (None, {})
     if cache is not None and cache.enabled:
         stamp = project.fingerprint()
         for path in list(needy):
-            try:
-                keys[path] = f"{Cache.digest(read_source(path))}|{stamp}"
-            except OSError:
+            if path not in digests:
                 continue
+            keys[path] = f"{digests[path]}|{stamp}"
             hit = cache.get(path, keys[path], whole_run=True)
             if hit is not None:
                 results[path] = FileResult(path, hit)

@@ -2,13 +2,17 @@
 
 Replacing ``torch.cuda.set_device(k)`` by an explicit device object is only right when
 every current-device-dependent use in reach is rewritten with it in the same fix, and
-those uses are all bare ``.cuda()`` calls that come after the call.
+those uses are all bare ``.cuda()`` calls that come after the call -- and when the call
+runs wherever those uses do (not only under an ``if``). Where the call sits under the
+code's own test that its GPU choice holds a GPU (``if len(opt.gpu_ids) > 0:``), the
+choice itself can fall back to the CPU instead (``plan_cpu_fallback``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import List, Optional, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
@@ -59,6 +63,11 @@ def plan_explicit_device(ctx: Context, site: CallSite, owner: cst.CSTNode,
         return f"`set_device` is also called on line {ctx.start(others[0].node)[0]}"
     uses = a.implicit_uses(owner, include_nested)
     same_scope = a.enclosing_function(site.scope)
+    branch = _branch(a, site)
+    if branch and any(a.enclosing_function(u.site.scope) is not same_scope or u.site.cond[:len(branch)] != branch
+                      for u in uses):
+        return (f"it runs only under a condition (line {_branch_line(ctx, site)}), and code "
+                "outside that block depends on it too")
     before = [u for u in uses if a.enclosing_function(u.site.scope) is same_scope and u.site.order < site.order]
     if before:
         return f"{describe_uses(ctx, before)} runs before it, on the previous device"
@@ -121,3 +130,146 @@ def plan_device_block(ctx: Context, site: CallSite, fn: FunctionInfo) -> Union[E
     tail = len(old) - index.offset(ctx.end(node))
     return Edit(index.position(start), index.position(len(old) - tail), new[start:len(new) - tail],
                 old[start:len(old) - tail])
+
+
+def _branch(a, site: CallSite) -> Tuple[Tuple[int, str], ...]:
+    """The branches ``site`` runs under in its scope, the script's main guard aside (an
+    importer never runs it; the script always does)."""
+    guard = a.devices.main_guard
+    return tuple(c for c in site.cond if guard is None or c[0] != id(guard))
+
+
+def _branch_line(ctx: Context, site: CallSite) -> int:
+    tests = ctx.analysis.devices.guard_tests(site)
+    line = ctx.start(site.node)[0]
+    for i in range(line - 1, 0, -1):  # the innermost enclosing header above the call
+        if tests and ctx.analysis.lines[i - 1].strip() == tests[0].strip():
+            return i
+    return line
+
+
+@dataclass
+class Fallback:
+    edits: List[Edit]
+    choice: str  # the code's own GPU choice: `opt.gpu_ids`, `args.gpu`
+    empty: str  # what it holds for "no GPU": `[]`, `None`, `-1`
+
+
+# A test that the GPU choice holds a GPU, and the value that means "none": `{c}` is the
+# choice's code (whitespace removed). A list of ids is indexed `[0]`; an index is not.
+_LIST_TESTS = ("len({c})>0", "len({c})>=1", "len({c})!=0", "len({c})", "{c}", "{c}!=[]")
+_INDEX_TESTS = (("{c}isnotNone", "None"), ("{c}>=0", "-1"), ("{c}>-1", "-1"), ("{c}!=-1", "-1"))
+
+
+def plan_cpu_fallback(ctx: Context, site: CallSite, owner: cst.CSTNode) -> Union[Fallback, str]:
+    """Make the code's own GPU choice fall back to the CPU, or why not.
+
+    The pix2pix family of trainers (and many scripts) parse a list of GPU ids from the
+    command line, default ``"0"``, and call ``set_device(opt.gpu_ids[0])`` under
+    ``if len(opt.gpu_ids) > 0:``; every later placement follows that list (``self.device
+    = ... if self.gpu_ids else cpu``, ``net.to(gpu_ids[0])``, ``DataParallel(net,
+    gpu_ids)``). On a CPU-only machine the program dies at ``set_device``. Emptying the
+    list there, just before the test, is the program's own "run on the CPU" (what
+    ``--gpu_ids -1`` asks for): every later placement follows it. The same for an index
+    tested ``is not None`` or ``>= 0``. The inserted test queries CUDA only where the
+    original's ``set_device`` would have initialised it anyway.
+    """
+    a = ctx.analysis
+    k = device_index_arg(site)
+    if k is None or site.expr_stmt is None:
+        return "the call is not a plain `set_device(k)` statement"
+    is_list = (isinstance(k, cst.Subscript) and len(k.slice) == 1 and isinstance(k.slice[0].slice, cst.Index)
+               and isinstance(k.slice[0].slice.value, cst.Integer) and k.slice[0].slice.value.value == "0")
+    choice = k.value if is_list else k  # type: ignore[union-attr]
+    if not _is_dotted(choice):
+        return "its index is not a name the code chose its GPU by"
+    code = a.code(choice)
+    fn = a.enclosing_function(site.scope)
+    if isinstance(choice, cst.Name) and fn is not None and choice.value in fn.params:
+        return f"`{code}` is a parameter: the caller's own `{code}` would still name the GPU"
+    found = _enclosing_if(owner, site.line)
+    if found is None:
+        return "it does not run under a test of the GPU choice"
+    test, block = found
+    bare = "".join(code.split())
+    conjunct, empty = None, ""
+    for part in _conjuncts(test.test):
+        text = "".join(a.code(part).split())
+        if is_list and text in {t.format(c=bare) for t in _LIST_TESTS}:
+            conjunct, empty = part, "[]"
+        for pattern, value in (() if is_list else _INDEX_TESTS):
+            if text == pattern.format(c=bare):
+                conjunct, empty = part, value
+        if conjunct is not None:
+            break
+    if conjunct is None:
+        return "it does not run under a test of the GPU choice"
+    before = block[:block.index(test)]
+    assigns = re.compile(rf"(?m)^[ \t]*{re.escape(code)}[ \t]*=(?!=)")
+    for stmt in before:
+        text = a.code(stmt)
+        if assigns.search(text) and "is_available" in text:
+            return f"`{code}` already falls back to the CPU (line {ctx.start(stmt)[0]})"
+    try:
+        torch, edits = ctx.torch_for(site)
+    except Uninsertable as exc:
+        return str(exc)
+    backend = (site.qualname or "torch.cuda.set_device").split(".")[1]
+    line, col = ctx.start(test)
+    indent = a.lines[line - 1][:col]
+    unit = a.module.default_indent
+    newline = a.module.default_newline
+    text = (f"{indent}if {a.code(conjunct)} and not {torch}.{backend}.is_available():"
+            f"  # no GPU here: run on the CPU{newline}{indent}{unit}{code} = {empty}{newline}")
+    return Fallback(edits + [Edit((line, 0), (line, 0), text)], code, empty)
+
+
+def _is_dotted(expr: cst.BaseExpression) -> bool:
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name)
+
+
+def _conjuncts(test: cst.BaseExpression) -> List[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And) and not test.lpar:
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
+
+
+def _enclosing_if(owner: cst.CSTNode, line: Optional[cst.CSTNode]) -> Optional[Tuple[cst.If, Sequence[cst.CSTNode]]]:
+    """The ``if`` whose own body holds the statement ``line`` (not its ``else``), with the
+    block the ``if`` sits in; searched through the compound statements of ``owner``."""
+    if line is None:
+        return None
+    stack: List[Sequence[cst.CSTNode]] = [_block(owner)]
+    while stack:
+        block = stack.pop()
+        for stmt in block:
+            if isinstance(stmt, cst.If) and line in _block(stmt):
+                return stmt, block
+            for part in _parts(stmt):
+                stack.append(_block(part))
+    return None
+
+
+def _block(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    body = getattr(node, "body", None)
+    if isinstance(body, cst.IndentedBlock):
+        return body.body
+    return body if isinstance(body, (list, tuple)) else ()
+
+
+def _parts(stmt: cst.CSTNode) -> List[cst.CSTNode]:
+    """The blocks of a compound statement, nested function and class bodies excluded."""
+    if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or not isinstance(stmt, cst.BaseCompoundStatement):
+        return []
+    parts: List[cst.CSTNode] = [stmt]
+    orelse = getattr(stmt, "orelse", None)
+    while orelse is not None:
+        parts.append(orelse)
+        orelse = getattr(orelse, "orelse", None) if isinstance(orelse, cst.If) else None
+    parts += list(getattr(stmt, "handlers", ()) or ())
+    final = getattr(stmt, "finalbody", None)
+    if final is not None:
+        parts.append(final)
+    return parts

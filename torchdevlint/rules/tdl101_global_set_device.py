@@ -9,7 +9,7 @@ import libcst as cst
 from .. import names as N
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule
-from .device_state import Plan, plan_device_block, plan_explicit_device
+from .device_state import Fallback, Plan, plan_cpu_fallback, plan_device_block, plan_explicit_device
 
 
 class GlobalSetDevice(Rule):
@@ -19,7 +19,7 @@ class GlobalSetDevice(Rule):
     triggers = ("set_device",)
     needs = (tuple(f"qual:{q}" for q in sorted(N.SET_DEVICE)),)  # the gate on the code
     fixable = "sometimes"
-    fix_summary = 'explicit device object or `with torch.<backend>.device(k):` (unsafe), or display'
+    fix_summary = 'explicit device object or `with torch.<backend>.device(k):`, or a CPU fallback of the GPU choice (`opt.gpu_ids`) under its own test (unsafe), or display'
     fix_priority = 0
     what = """
         A call of `set_device(...)` of any backend (`torch.cuda`, `torch.xpu`,
@@ -60,6 +60,15 @@ class GlobalSetDevice(Rule):
         other modules may rely on the current device the call set. When other
         implicit-device uses exist (`device="cuda"`, `torch.cuda.current_device()`,
         `pin_memory()` ...) the finding carries a display-only fix naming the alternatives.
+
+        A call that runs only under the code's own test that its GPU choice holds a GPU
+        (`if len(opt.gpu_ids) > 0:`, `if args.gpu is not None:`, `if args.gpu >= 0:`),
+        as pix2pix-style options do, dies on a CPU-only machine. When it is not rewritten
+        as above, the fix (unsafe) lets that choice fall back to the CPU: just before the
+        test, `if len(opt.gpu_ids) > 0 and not torch.cuda.is_available(): opt.gpu_ids = []`,
+        which is what `--gpu_ids -1` asks for, so every placement that follows the choice
+        runs on the CPU. It queries CUDA only where `set_device` initialised it anyway. The
+        call stays and the finding with it (display), for code in other modules may rely on it.
     """
     VALID = (
         "import torch\nimport torch.distributed as dist\n"
@@ -88,6 +97,43 @@ class GlobalSetDevice(Rule):
         Example(
             "import torch\ntorch.cuda.set_device(1)\nx = torch.zeros(2).cuda()\n",
             'import torch\ndevice = torch.device("cuda", 1) if torch.cuda.is_available() else torch.device("cpu")\n'
+            "x = torch.zeros(2).to(device)\n",
+        ),
+        Example(  # pix2pix's options: the GPU list falls back to the CPU (the call stays)
+            "import torch\nclass Options:\n    def parse(self, opt):\n"
+            "        opt.gpu_ids = [int(i) for i in opt.gpu_ids.split(',') if int(i) >= 0]\n"
+            "        if len(opt.gpu_ids) > 0:\n            torch.cuda.set_device(opt.gpu_ids[0])\n"
+            "        return opt\n",
+            "import torch\nclass Options:\n    def parse(self, opt):\n"
+            "        opt.gpu_ids = [int(i) for i in opt.gpu_ids.split(',') if int(i) >= 0]\n"
+            "        if len(opt.gpu_ids) > 0 and not torch.cuda.is_available():  # no GPU here: run on the CPU\n"
+            "            opt.gpu_ids = []\n"
+            "        if len(opt.gpu_ids) > 0:\n            torch.cuda.set_device(opt.gpu_ids[0])\n"
+            "        return opt\n",
+        ),
+        Example(  # an index tested against None, in a guard with more conjuncts
+            "import torch\ndef setup(args):\n    if args.gpu is not None and args.verbose:\n"
+            "        torch.cuda.set_device(args.gpu)\n",
+            "import torch\ndef setup(args):\n"
+            "    if args.gpu is not None and not torch.cuda.is_available():  # no GPU here: run on the CPU\n"
+            "        args.gpu = None\n"
+            "    if args.gpu is not None and args.verbose:\n        torch.cuda.set_device(args.gpu)\n",
+        ),
+        Example(  # the list already falls back to the CPU: nothing more to do
+            "import torch\ndef parse(opt):\n"
+            "    opt.gpu_ids = opt.gpu_ids if torch.cuda.is_available() else []\n"
+            "    if opt.gpu_ids:\n        torch.cuda.set_device(opt.gpu_ids[0])\n",
+        ),
+        Example(  # a parameter: emptying it here leaves the caller's own value on the GPU
+            "import torch\ndef configure_process(opt, device_id):\n    if device_id >= 0:\n"
+            "        torch.cuda.set_device(device_id)\n",
+        ),
+        Example(  # a conditional call is not replaced by a device that code after it needs
+            "import torch\ngpus = [1]\nif len(gpus) > 0:\n    torch.cuda.set_device(gpus[0])\n"
+            "x = torch.zeros(2).cuda()\n",
+            "import torch\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            "gpus = [1]\nif len(gpus) > 0 and not torch.cuda.is_available():  # no GPU here: run on the CPU\n"
+            "    gpus = []\nif len(gpus) > 0:\n    torch.cuda.set_device(gpus[0])\n"
             "x = torch.zeros(2).to(device)\n",
         ),
         Example(
@@ -135,6 +181,8 @@ class GlobalSetDevice(Rule):
             alone = fn is not None and not any(
                 s is not site and a.inside(s.scope, fn.node) for s in a.set_device_sites)
             block = plan_device_block(ctx, site, fn) if alone and not isinstance(plan, Plan) else None
+            fallback = (plan_cpu_fallback(ctx, site, owner)
+                        if not isinstance(plan, Plan) and not isinstance(block, Edit) else None)
             if isinstance(plan, Plan):
                 fix = Fix(Applicability.UNSAFE,
                           f"Replace it with an explicit `{plan.name}` and pass it to the "
@@ -145,6 +193,12 @@ class GlobalSetDevice(Rule):
                 fix = Fix(Applicability.UNSAFE,
                           f"Scope it: wrap the rest of `{fn.name}` in `with {backend}.device(k):`, which "
                           f"restores the caller's device (not rewritten explicitly: {plan})", (block,))
+            elif isinstance(fallback, Fallback):
+                fix = Fix(Applicability.UNSAFE,
+                          f"Let `{fallback.choice}` fall back to the CPU: set it to `{fallback.empty}` "
+                          "before this test when no GPU is available, so that the program and every "
+                          f"placement that follows `{fallback.choice}` run on a CPU-only machine "
+                          f"(`set_device` stays: {plan})", tuple(fallback.edits))
             else:
                 fix = Fix(Applicability.DISPLAY,
                           f"Not rewritten: {plan}. Use an explicit `torch.device` with `.to(device)`, "

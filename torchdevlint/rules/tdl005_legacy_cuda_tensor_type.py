@@ -50,10 +50,14 @@ class LegacyCudaTensorType(Rule):
         x = x.to(device, torch.float32)
     """
     fix_safety = """
-        Sizes (integers, `x.size()`, `x.shape`) become `torch.empty(*sizes, dtype=...,
-        device=...)`, a list, tuple or numpy array of data `torch.tensor(data, dtype=...,
-        device=...)`, `.type(T)` becomes
-        `.to(device, dtype)`. With `torch.device("cuda")` in scope (or no device at all in
+        Sizes (integers, `x.size()`, `x.size(0)`, `x.shape[0]`, `len(x)`, arithmetic of
+        those, or a local name bound once to one) become `torch.empty(*sizes, dtype=...,
+        device=...)`, a list, tuple, comprehension or numpy array of data (`t.numpy()`
+        too) `torch.tensor(data, dtype=..., device=...)`, `.type(T)` becomes
+        `.to(device, dtype)`. Inside `forward` of a module with no device in scope,
+        `fix --unsafe-fixes` names the input's device (`x.device`: unsafe, it may not be
+        the current device; it is what lets the module run on the CPU) and `fix` alone
+        spells `device="cuda"` (safe). With `torch.device("cuda")` in scope (or no device at all in
         a library module, where the fix spells `device="cuda"`) the rewrite is exactly
         the old behaviour: **safe**. With another device in scope it is **unsafe**. When
         nothing names a device, a script gets one definition where it starts, shared
@@ -98,6 +102,20 @@ class LegacyCudaTensorType(Rule):
         Example("import torch\ndef noise(std):\n    return torch.cuda.FloatTensor(std.size()).normal_()\n",
                 "import torch\ndef noise(std):\n    return torch.empty(std.size(), dtype=torch.float32, "
                 'device="cuda").normal_()\n'),
+        # sizes and data seen through a name bound once, `x.size(0)`, `len(x)`
+        Example("import torch\nimport numpy as np\ndef f(x, rows):\n    ids = [r.id for r in rows]\n"
+                "    n = len(rows) * 2\n    return torch.cuda.LongTensor(ids), torch.cuda.ByteTensor(x.size(0)), "
+                "torch.cuda.FloatTensor(n)\n",
+                "import torch\nimport numpy as np\ndef f(x, rows):\n    ids = [r.id for r in rows]\n"
+                "    n = len(rows) * 2\n    return torch.tensor(ids, dtype=torch.int64, device=\"cuda\"), "
+                "torch.empty(x.size(0), dtype=torch.uint8, device=\"cuda\"), "
+                "torch.empty(n, dtype=torch.float32, device=\"cuda\")\n"),
+        # inside `forward`: the input's device with --unsafe-fixes (the module then runs on a CPU)
+        Example("import torch\nimport torch.nn as nn\nclass Drop(nn.Module):\n    def forward(self, x):\n"
+                "        keep = torch.cuda.FloatTensor(len(x), 1).uniform_() > 0.5\n        return x * keep\n",
+                "import torch\nimport torch.nn as nn\nclass Drop(nn.Module):\n    def forward(self, x):\n"
+                "        keep = torch.empty(len(x), 1, dtype=torch.float32, device=x.device).uniform_() > 0.5\n"
+                "        return x * keep\n"),
         # the alias idiom in a script: the same choice, as a device (safe)
         Example("import torch\nimport numpy as np\ncuda = torch.cuda.is_available()\n"
                 "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
@@ -202,7 +220,7 @@ class LegacyCudaTensorType(Rule):
                 edits.append(ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(name)),
                                                                cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))]))
                 continue
-            args = _constructor(a, site.node)
+            args = _constructor(a, site.node, site.scope)
             if args is None:
                 return display(f"the argument of `{target}(...)` on line {ctx.start(site.node)[0]} may be "
                                "a size or data")
@@ -221,23 +239,32 @@ class LegacyCudaTensorType(Rule):
         torch = a.torch_name_at(site.scope, site.order)
         if torch is None:
             return Fix(Applicability.DISPLAY, f"Use `dtype=torch.{dtype}` and an explicit `device=`")
-        device, edits, applicability, why = self._device(ctx, site, anchor)
-        defined = bool(edits)  # a definition where the script starts: `fix` alone makes it exact
-        if kind == "type":
-            edit = ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(device)),
-                                                     cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))])
-            what = f"`.to({device}, {torch}.{dtype})`"
-        else:
-            args = _constructor(a, site.node)
-            if args is None:
-                return Fix(Applicability.DISPLAY, (
-                    f"Use `torch.empty(size, dtype=torch.{dtype}, device=...)` for a size or "
-                    f"`torch.tensor(data, dtype=torch.{dtype}, device=...)` for data (the argument "
-                    "may be either)"))
+        args = _constructor(a, site.node, site.scope) if kind != "type" else ("", "")
+        if args is None:
+            return Fix(Applicability.DISPLAY, (
+                f"Use `torch.empty(size, dtype=torch.{dtype}, device=...)` for a size or "
+                f"`torch.tensor(data, dtype=torch.{dtype}, device=...)` for data (the argument "
+                "may be either)"))
+
+        def rewrite(device: str) -> Tuple[Edit, str]:
+            if kind == "type":
+                return (ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(device)),
+                                                          cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))]),
+                        f"`.to({device}, {torch}.{dtype})`")
             factory, head = args
             text = f"{torch}.{factory}({head}{', ' if head else ''}dtype={torch}.{dtype}, device={device})"
-            edit = ctx.replace(site.node, text)
-            what = f"`{torch}.{factory}(..., dtype={torch}.{dtype}, device={device})`"
+            return ctx.replace(site.node, text), f"`{torch}.{factory}(..., dtype={torch}.{dtype}, device={device})`"
+
+        forward = a.devices.forward_input(site) if a.devices.chosen_device(site) is None else None
+        if forward is not None:  # inside `forward`: the input's device (unsafe); `fix` alone keeps "cuda"
+            edit, what = rewrite(forward.code)
+            exact, same = rewrite('"cuda"')
+            return ctx.guarded(Fix(
+                Applicability.UNSAFE, f"Use {what} ({forward.why} may not be on the current device)", (edit,),
+                safe=Fix(Applicability.SAFE, f"Use {same} (the current device, as the CUDA type used)", (exact,))))
+        device, edits, applicability, why = self._device(ctx, site, anchor)
+        defined = bool(edits)  # a definition where the script starts: `fix` alone makes it exact
+        edit, what = rewrite(device)
         message = f"Use {what}" + (f" ({why})" if why else "")
         if defined:
             return ctx.guarded(ctx.defined_device_fix(
@@ -366,7 +393,7 @@ def _squash(code: str) -> str:
     return "".join(code.split()).replace("'", '"')
 
 
-def _constructor(a, call: cst.Call) -> Optional[Tuple[str, str]]:
+def _constructor(a, call: cst.Call, scope) -> Optional[Tuple[str, str]]:
     """(factory, leading arguments) for a legacy constructor call, or None when its
     arguments could be either sizes or data."""
     args = list(call.args)
@@ -374,15 +401,48 @@ def _constructor(a, call: cst.Call) -> Optional[Tuple[str, str]]:
         return None
     if not args:
         return "empty", "0"
-    if len(args) >= 2 or isinstance(args[0].value, cst.Integer):  # sizes (data is one sequence)
-        return "empty", ", ".join(a.code(arg.value) for arg in args)
-    if len(args) == 1 and isinstance(args[0].value, (cst.List, cst.Tuple)):
-        return "tensor", a.code(args[0].value)
-    value = args[0].value
-    if isinstance(value, cst.Call) and (a.qualname(value.func, a.module_scope) or "").startswith("numpy."):
-        return "tensor", a.code(value)  # an array from numpy: data
-    if ((isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size"
-         and not value.args) or (isinstance(value, cst.Attribute) and value.attr.value == "shape")):
-        return "empty", a.code(value)  # `x.size()`, `x.shape`: a size
-    return None
+    kind = "size" if len(args) >= 2 else _size_or_data(a, args[0].value, scope)  # data is one sequence
+    if kind is None:
+        return None
+    return ("empty" if kind == "size" else "tensor"), ", ".join(a.code(arg.value) for arg in args)
 
+
+# methods whose result is a size (an int or a torch.Size), and those that give data
+_SIZE_METHODS = frozenset({"size", "numel", "nelement", "dim", "ndimension", "element_size"})
+_DATA_METHODS = frozenset({"numpy", "tolist"})
+
+
+def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0) -> Optional[str]:
+    """Whether the one argument of a legacy constructor is a size ("size": an int,
+    `x.size(0)`, `x.shape[1:]`, `len(x)`, arithmetic of those) or data ("data": a list,
+    tuple or comprehension, a numpy array, `t.numpy()`), looking through a local name
+    bound once; None when it could be either (an unknown name, a parameter)."""
+    if isinstance(value, cst.Integer):
+        return "size"
+    if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
+        return "data"
+    if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+        return "size"
+    if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Attribute) and value.value.attr.value == "shape":
+        return "size"
+    if isinstance(value, cst.Call):
+        func = value.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SIZE_METHODS:
+            return "size"
+        if isinstance(func, cst.Attribute) and func.attr.value in _DATA_METHODS:
+            return "data"
+        if isinstance(func, cst.Name) and func.value == "len" and a.lookup("len", scope)[0] is None:
+            return "size"  # the builtin
+        q = a.qualname(func, scope) or ""
+        if q.startswith("numpy."):
+            return "data"  # an array from numpy
+        return None
+    if isinstance(value, cst.BinaryOperation):
+        sides = {_size_or_data(a, value.left, scope, depth), _size_or_data(a, value.right, scope, depth)}
+        return "data" if "data" in sides else ("size" if sides == {"size"} else None)
+    if isinstance(value, cst.Name) and depth < 2:
+        owner, imported = a.lookup(value.value, scope)
+        bindings = owner.bindings.get(value.value, ()) if owner is not None and imported is None else ()
+        if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
+            return _size_or_data(a, bindings[0].value, owner, depth + 1)
+    return None

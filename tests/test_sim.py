@@ -283,3 +283,27 @@ def test_sim_cli_simulates_multiprocessing_process_children(tmp_path, method):
         assert [c["process"] for c in children] == [0, 1]
         placed = {c["process"]: sorted(d for d, n in c["devices"].items() if n["tensors"]) for c in children}
         assert placed == {0: ["cuda:0"], 1: [rank1_device]}
+
+
+def test_sim_cli_simulates_the_children_of_torch_distributed_launcher(tmp_path):
+    """`torch.distributed.launcher`'s `elastic_launch` starts each worker in a process of
+    its own, with `LOCAL_RANK` set: every one runs under the simulator and reports under
+    its local rank. The worker that follows `LOCAL_RANK` lands on its rank's GPU; its bare
+    `.cuda()` lands on cuda:0 in every rank (the bug the report shows)."""
+    script = tmp_path / "launch.py"
+    script.write_text(
+        "import os\nimport torch\nfrom torch.distributed.launcher.api import LaunchConfig, elastic_launch\n\n\n"
+        "def train(scale):\n    rank = int(os.environ['LOCAL_RANK'])\n"
+        "    x = torch.ones(4, device=f'cuda:{rank}') * scale\n    y = torch.zeros(2).cuda()\n"
+        "    return float(x.sum())\n\n\nif __name__ == '__main__':\n"
+        "    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2, rdzv_backend='c10d',\n"
+        "                          rdzv_endpoint='localhost:0', run_id='tdl', max_restarts=0, monitor_interval=0.1)\n"
+        "    print(elastic_launch(config, train)(3.0))\n")
+    r = cli("sim", "--gpus", "2", "--report", str(tmp_path / "r.json"), str(script), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    assert "{0: 12.0, 1: 12.0}" in r.stdout.decode() or "{1: 12.0, 0: 12.0}" in r.stdout.decode()
+    children = json.loads((tmp_path / "r.json").read_text())["children"]
+    assert [c["process"] for c in children] == [0, 1]
+    tensors = {c["process"]: {d: n["tensors"] for d, n in c["devices"].items() if n["tensors"]} for c in children}
+    assert tensors == {0: {"cuda:0": 2}, 1: {"cuda:0": 1, "cuda:1": 1}}
+    assert "process 1 (a simulated child, 2 GPUs visible)" in r.stderr.decode()

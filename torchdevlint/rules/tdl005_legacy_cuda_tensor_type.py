@@ -51,7 +51,7 @@ class LegacyCudaTensorType(Rule):
     """
     fix_safety = """
         Sizes (integers, `x.size()`, `x.size(0)`, `x.shape[0]`, `len(x)`, arithmetic of
-        those, or a local name bound once to one) become `torch.empty(*sizes, dtype=...,
+        those, or a local name whose binding in force is one) become `torch.empty(*sizes, dtype=...,
         device=...)`, a list, tuple, comprehension or numpy array of data (`t.numpy()`
         too) `torch.tensor(data, dtype=..., device=...)`, `.type(T)` becomes
         `.to(device, dtype)`. Inside `forward` of a module with no device in scope,
@@ -110,6 +110,16 @@ class LegacyCudaTensorType(Rule):
                 "    n = len(rows) * 2\n    return torch.tensor(ids, dtype=torch.int64, device=\"cuda\"), "
                 "torch.empty(x.size(0), dtype=torch.uint8, device=\"cuda\"), "
                 "torch.empty(n, dtype=torch.float32, device=\"cuda\")\n"),
+        # the binding in force at the call: the last one before it (its own statement binds after)
+        Example("import torch\nimport numpy as np\ndef sample(n):\n    labels = n\n"
+                "    labels = np.array([k for k in range(n)])\n    labels = torch.cuda.LongTensor(labels)\n"
+                "    return labels\n",
+                "import torch\nimport numpy as np\ndef sample(n):\n    labels = n\n"
+                "    labels = np.array([k for k in range(n)])\n"
+                "    labels = torch.tensor(labels, dtype=torch.int64, device=\"cuda\")\n    return labels\n"),
+        # ... not in a loop that rebinds it later: the second time round it is something else
+        Example("import torch\ndef f(xs):\n    n = 3\n    for x in xs:\n        y = torch.cuda.FloatTensor(n)\n"
+                "        n = x\n"),
         # inside `forward`: the input's device with --unsafe-fixes (the module then runs on a CPU)
         Example("import torch\nimport torch.nn as nn\nclass Drop(nn.Module):\n    def forward(self, x):\n"
                 "        keep = torch.cuda.FloatTensor(len(x), 1).uniform_() > 0.5\n        return x * keep\n",
@@ -220,7 +230,7 @@ class LegacyCudaTensorType(Rule):
                 edits.append(ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(name)),
                                                                cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))]))
                 continue
-            args = _constructor(a, site.node, site.scope)
+            args = _constructor(a, site)
             if args is None:
                 return display(f"the argument of `{target}(...)` on line {ctx.start(site.node)[0]} may be "
                                "a size or data")
@@ -239,7 +249,7 @@ class LegacyCudaTensorType(Rule):
         torch = a.torch_name_at(site.scope, site.order)
         if torch is None:
             return Fix(Applicability.DISPLAY, f"Use `dtype=torch.{dtype}` and an explicit `device=`")
-        args = _constructor(a, site.node, site.scope) if kind != "type" else ("", "")
+        args = _constructor(a, site) if kind != "type" else ("", "")
         if args is None:
             return Fix(Applicability.DISPLAY, (
                 f"Use `torch.empty(size, dtype=torch.{dtype}, device=...)` for a size or "
@@ -393,15 +403,15 @@ def _squash(code: str) -> str:
     return "".join(code.split()).replace("'", '"')
 
 
-def _constructor(a, call: cst.Call, scope) -> Optional[Tuple[str, str]]:
+def _constructor(a, site: CallSite) -> Optional[Tuple[str, str]]:
     """(factory, leading arguments) for a legacy constructor call, or None when its
     arguments could be either sizes or data."""
-    args = list(call.args)
+    args = list(site.node.args)
     if any(arg.keyword is not None or arg.star for arg in args):
         return None
     if not args:
         return "empty", "0"
-    kind = "size" if len(args) >= 2 else _size_or_data(a, args[0].value, scope)  # data is one sequence
+    kind = "size" if len(args) >= 2 else _size_or_data(a, args[0].value, site.scope, site=site)  # data is one sequence
     if kind is None:
         return None
     return ("empty" if kind == "size" else "tensor"), ", ".join(a.code(arg.value) for arg in args)
@@ -412,7 +422,8 @@ _SIZE_METHODS = frozenset({"size", "numel", "nelement", "dim", "ndimension", "el
 _DATA_METHODS = frozenset({"numpy", "tolist"})
 
 
-def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0) -> Optional[str]:
+def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0,
+                  site: Optional[CallSite] = None) -> Optional[str]:
     """Whether the one argument of a legacy constructor is a size ("size": an int,
     `x.size(0)`, `x.shape[1:]`, `len(x)`, arithmetic of those) or data ("data": a list,
     tuple or comprehension, a numpy array, `t.numpy()`), looking through a local name
@@ -442,7 +453,22 @@ def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0) -> Option
         return "data" if "data" in sides else ("size" if sides == {"size"} else None)
     if isinstance(value, cst.Name) and depth < 2:
         owner, imported = a.lookup(value.value, scope)
-        bindings = owner.bindings.get(value.value, ()) if owner is not None and imported is None else ()
+        bindings = list(owner.bindings.get(value.value, ())) if owner is not None and imported is None else []
+        if site is not None and owner is site.scope:  # in the call's own scope: the binding in force there
+            bindings = _in_force(bindings, site)
         if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
             return _size_or_data(a, bindings[0].value, owner, depth + 1)
     return None
+
+
+def _in_force(bindings, site: CallSite):
+    """The one binding a name holds at ``site`` in its own scope, as a list ([] when it is
+    not certain): the last one before it, when that one is unconditional and no later
+    binding can come round again (the call is in no loop). The call's own statement
+    (``labels = Variable(LongTensor(labels))``) binds after it."""
+    own = {id(s.value) for s in (site.line.body if site.line is not None else ()) if isinstance(s, cst.Assign)}
+    prior = [b for b in bindings if b.order < site.order and id(b.value) not in own]
+    later = len(prior) < len(bindings)
+    if not prior or prior[-1].cond or (later and any(part.startswith("loop") for _, part in site.cond)):
+        return []
+    return [prior[-1]]

@@ -92,3 +92,44 @@ def test_tdl005_safe_fixes_behave_the_same_under_the_simulator(tmp_path):
         outputs.append(r.stdout)
     assert outputs[0] == outputs[1]
     assert outputs[0].count("cuda:1") == 4
+
+
+DEFAULT_DEVICE = textwrap.dedent("""\
+    import torch
+    print(torch.nn.Linear(3, 2, device="cuda:1").weight.device)  # a Parameter lives where its data does
+    torch.cuda.set_device(1)
+    torch.set_default_tensor_type("torch.cuda.FloatTensor")
+    x, m = torch.zeros(3), torch.nn.Linear(3, 2)
+    print(x.device, x.dtype, m.weight.device, m(x).device, torch.get_default_device())
+    torch.cuda.set_device(0)
+    print(torch.ones(1).device)  # the current device at each call, as in torch
+    torch.set_default_tensor_type(torch.DoubleTensor)
+    print(torch.zeros(1).device, torch.zeros(1).dtype)
+    torch.set_default_device("cuda:1")
+    print(torch.arange(2).device, torch.nn.Linear(1, 1).bias.device)
+    torch.set_default_device(None)
+    print(torch.empty(1).device)
+    try:
+        torch.set_default_tensor_type(torch.cuda.LongTensor)
+    except TypeError as exc:
+        print("TypeError", "floating-point" in str(exc))
+    """)
+
+
+def test_default_tensor_type_and_default_device(tmp_path):
+    """`set_default_tensor_type(torch.cuda.FloatTensor)` and `set_default_device("cuda")`
+    put every factory call (and a module's parameters) on the simulated current device,
+    as on a GPU machine; a CPU type or None goes back; the default dtype is restored after."""
+    (tmp_path / "default.py").write_text(DEFAULT_DEVICE)
+    r = subprocess.run([sys.executable, "-m", "torchdevlint", "sim", "--gpus", "2", "--report", "none",
+                        "default.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "cuda:1",
+        "cuda:1 torch.float32 cuda:1 cuda:1 cuda:1",
+        "cuda:0",
+        "cpu torch.float64",
+        "cuda:1 cuda:1",
+        "cpu",
+        "TypeError True",
+    ]

@@ -137,6 +137,9 @@ class Simulator:
         self.children_dir: Optional[str] = None  # where simulated child processes report
         self.children: List[Dict[str, Any]] = []
         self.legacy_types: Dict[str, Any] = {}  # torch.cuda.<T>Tensor stand-ins (sim.legacy)
+        # the (simulated) CUDA default device of factory calls, as `set_default_device("cuda")`
+        # or `set_default_tensor_type(torch.cuda.FloatTensor)` set it (sim.legacy); None: torch's own
+        self.default_device: Any = None
 
     # ---------------------------------------------------------------- devices
     def resolve(self, device) -> Tuple[Optional[int], bool]:
@@ -336,6 +339,14 @@ class Simulator:
         set_attr(dp, "_get_all_device_indices", lambda: list(range(st.gpus)))
         set_attr(dp, "_get_device_index", _get_device_index(sim))
         set_attr(dp, "_check_balance", lambda device_ids: None)
+        parameter_new = torch.nn.Parameter.__new__
+
+        def new_parameter(cls, data=None, requires_grad=True):
+            # `Parameter(t)` wraps `t`'s storage: it lives where `t` does
+            # (`nn.Linear(3, 2, device="cuda")`, a CUDA default device)
+            return sim.tag(parameter_new(cls, data, requires_grad), sim.index(data), new=False)
+
+        set_attr(torch.nn.Parameter, "__new__", new_parameter)
         self._patch_threads(set_attr)
         patch_environment(self, set_attr)
         patch_distributed(self, set_attr)

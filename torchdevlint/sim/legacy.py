@@ -4,6 +4,10 @@
   current device, or on ``device=``; ``isinstance(x, torch.cuda.FloatTensor)`` and
   ``x.type(torch.cuda.FloatTensor)`` / ``x.type("torch.cuda.FloatTensor")`` / ``x.type()``
   behave as on a GPU machine.
+- ``torch.set_default_tensor_type(torch.cuda.FloatTensor)`` (or its name) and
+  ``torch.set_default_device("cuda")`` make every factory call allocate on the
+  (simulated) current device, resolved at each call, as torch does; a CPU type or
+  device (or None) goes back to the CPU. ``torch.get_default_device()`` answers.
 - ``Variable(t)`` returns a tensor on ``t``'s device (``isinstance(x, Variable)`` holds for
   every tensor, as in torch >= 0.4).
 - ``torch.save`` remembers the simulated device of each tensor it writes to a path, and
@@ -65,6 +69,8 @@ def patch_legacy(sim, set_attr) -> None:
             set_attr(torch.cuda, name, stand_in)
     sim.legacy_types = by_name
 
+    _patch_default_device(sim, set_attr, by_name)
+
     original_variable = torch.autograd.Variable
 
     class _AnyTensor(type):
@@ -119,6 +125,44 @@ def patch_legacy(sim, set_attr) -> None:
 
     set_attr(torch, "save", save)
     set_attr(torch, "load", load)
+
+
+def _patch_default_device(sim, set_attr, by_name: Dict[str, Any]) -> None:
+    import torch
+
+    original_type, original_device = torch.set_default_tensor_type, torch.set_default_device
+    original_get = torch.get_default_device
+    dtype_at_start = torch.get_default_dtype()
+    sim._stack.callback(torch.set_default_dtype, dtype_at_start)  # put back on exit
+    sim._stack.callback(setattr, sim, "default_device", None)
+
+    def set_default_tensor_type(t):
+        stand_in = by_name.get(t) if isinstance(t, str) else (t if t in by_name.values() else None)
+        if stand_in is None:  # a CPU type: torch's own
+            sim.default_device = None
+            return original_type(t)
+        if not stand_in.dtype.is_floating_point:
+            raise TypeError("invalid type object: only floating-point types are supported as the default type")
+        torch.set_default_dtype(stand_in.dtype)
+        sim.default_device = "cuda"
+
+    def set_default_device(device):
+        if device is not None and (isinstance(device, int) or torch.device(device).type == "cuda"):
+            sim.resolve(device)  # an invalid ordinal fails here, as on a GPU machine
+            sim.default_device = device
+            return original_device(None)
+        sim.default_device = None
+        return original_device(device)
+
+    def get_default_device():
+        if sim.default_device is None:
+            return original_get()
+        index, _ = sim.resolve(sim.default_device)
+        return torch.device("cuda", index)
+
+    set_attr(torch, "set_default_tensor_type", set_default_tensor_type)
+    set_attr(torch, "set_default_device", set_default_device)
+    set_attr(torch, "get_default_device", get_default_device)
 
 
 def tensor_type(sim, args, kwargs, func):

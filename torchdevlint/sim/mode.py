@@ -73,10 +73,16 @@ def _make_mode(sim: Simulator):
                 return True, "cpu" if index is None else torch.device("cuda", index)
         return False, None
 
+    from torch.utils._device import _device_constructors
+
+    constructors = _device_constructors()
+
     class Mode(TorchFunctionMode):
         def __torch_function__(self, func, types_, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
             name = getattr(func, "__name__", "")
+            if sim.default_device is not None and func in constructors and kwargs.get("device") is None:
+                kwargs["device"] = sim.default_device  # a CUDA default device: factories land there
             owner = getattr(func, "__self__", None)
             if name in ("__get__", "__set__") and getattr(owner, "__name__", None) in _MOVE_PROPS:
                 return self._prop(owner.__name__, name, func, args)

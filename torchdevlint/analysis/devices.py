@@ -652,15 +652,25 @@ class DeviceFacts:
     @cached_property
     def legacy_types(self) -> List[Tuple[CallSite, str, str]]:
         """Every allocation or conversion by a legacy CUDA type (TDL005): (site, "call" for
-        ``torch.cuda.FloatTensor(...)`` or "type" for ``x.type(torch.cuda.FloatTensor)``, dtype)."""
+        ``torch.cuda.FloatTensor(...)``, "type" for ``x.type(torch.cuda.FloatTensor)``, or
+        "default" for ``torch.set_default_tensor_type(torch.cuda.FloatTensor)``, dtype); a
+        type may be named by its string (``"torch.cuda.FloatTensor"``) in the last two."""
         found: List[Tuple[CallSite, str, str]] = []
         for site in self.a.calls:
             if site.qualname in N.LEGACY_CUDA_TYPES:
                 found.append((site, "call", N.LEGACY_CUDA_TYPES[site.qualname]))
-            elif site.method == "type" and len(site.node.args) == 1 and site.node.args[0].keyword is None:
-                q = self.a.qualname(site.node.args[0].value, site.scope)
-                if q in N.LEGACY_CUDA_TYPES:
-                    found.append((site, "type", N.LEGACY_CUDA_TYPES[q]))
+                continue
+            only = site.node.args[0] if len(site.node.args) == 1 else None
+            if only is None or only.keyword is not None or only.star:
+                continue
+            named = only.value.evaluated_value if isinstance(only.value, cst.SimpleString) else (
+                self.a.qualname(only.value, site.scope))
+            if named not in N.LEGACY_CUDA_TYPES:
+                continue
+            if site.method == "type":
+                found.append((site, "type", N.LEGACY_CUDA_TYPES[named]))
+            elif site.qualname == "torch.set_default_tensor_type":
+                found.append((site, "default", N.LEGACY_CUDA_TYPES[named]))
         return found
 
     @cached_property

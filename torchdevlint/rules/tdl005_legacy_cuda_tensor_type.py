@@ -20,16 +20,18 @@ class LegacyCudaTensorType(Rule):
     summary = "a legacy `torch.cuda.<T>Tensor` type allocates or converts on the implicit current device"
     triggers = tuple(DTYPES)  # FloatTensor, LongTensor ... (not a `torch.Tensor` hint)
     also_requires = ("cuda",)
-    needs = (tuple(f"qual:torch.cuda.{t}" for t in DTYPES),)  # the gate on the code: a CUDA typed tensor
+    # the gate on the code: a CUDA typed tensor, or its name in a string
+    needs = (tuple(f"qual:torch.cuda.{t}" for t in DTYPES) + ("str^torch.cuda.",),)
     fixable = "sometimes"
     fix_summary = ('`torch.empty`/`torch.tensor(..., dtype=, device=)`, `.to(device, dtype)`; the alias idiom '
                    'becomes a device with the same choice (safe with an exact device, else unsafe)')
     what = """
         The pre-1.0 typed-tensor API used to allocate or convert: a call of
         `torch.cuda.FloatTensor(...)` (any of the ten types), `x.type(torch.cuda.FloatTensor)`,
-        and an alias such as `Tensor = torch.cuda.FloatTensor if cuda else
-        torch.FloatTensor` (at the top level of the module or of a function, or an
-        attribute such as `self.Tensor`). Not `isinstance(x, torch.cuda.FloatTensor)` or type
+        `torch.set_default_tensor_type(torch.cuda.FloatTensor)` (the type or its name, as
+        `.type("torch.cuda.FloatTensor")` too), and an alias such as `Tensor =
+        torch.cuda.FloatTensor if cuda else torch.FloatTensor` (at the top level of the
+        module or of a function, or an attribute such as `self.Tensor`). Not `isinstance(x, torch.cuda.FloatTensor)` or type
         comparisons: those only test.
     """
     why = """
@@ -66,6 +68,11 @@ class LegacyCudaTensorType(Rule):
         what makes a legacy script run without CUDA). A call whose argument may be
         either a size or data (a name) is display-only.
 
+        A CUDA default tensor type becomes `torch.set_default_dtype(torch.float32)` and
+        `torch.set_default_device(device)` (the device as above; a script's with the CPU
+        fallback): always **unsafe**, for `torch.Tensor(...)` followed the default type and
+        does not follow a default device; display-only where this module calls it.
+
         The alias idiom `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`
         is rewritten as a whole: the alias becomes `device = torch.device("cuda" if cuda
         else "cpu")` (the very same choice, made at the same point), every `Tensor(...)`
@@ -78,6 +85,8 @@ class LegacyCudaTensorType(Rule):
         is display-only: all of it or nothing.
     """
     VALID = (
+        "import torch\ntorch.set_default_tensor_type(torch.DoubleTensor)\n",
+        "import torch\ntorch.set_default_tensor_type('torch.FloatTensor')\n",
         "import torch\nok = isinstance(x, torch.cuda.FloatTensor)\n",
         "import torch\nok = type(x) == torch.cuda.FloatTensor\n",
         "import torch\nx = torch.FloatTensor(3)\n",
@@ -120,6 +129,18 @@ class LegacyCudaTensorType(Rule):
         # ... not in a loop that rebinds it later: the second time round it is something else
         Example("import torch\ndef f(xs):\n    n = 3\n    for x in xs:\n        y = torch.cuda.FloatTensor(n)\n"
                 "        n = x\n"),
+        # the type by its name
+        Example("import torch\ndef half(x):\n    return x.type('torch.cuda.HalfTensor')\n",
+                "import torch\ndef half(x):\n    return x.to(\"cuda\", torch.float16)\n"),
+        # a CUDA default tensor type: a default dtype and a default device (unsafe)
+        Example("import torch\nif __name__ == '__main__':\n    torch.set_default_tensor_type('torch.cuda.FloatTensor')\n"
+                "    print(torch.zeros(2))\n",
+                "import torch\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+                "if __name__ == '__main__':\n    torch.set_default_dtype(torch.float32)\n"
+                "    torch.set_default_device(device)\n    print(torch.zeros(2))\n"),
+        # ... display-only beside `torch.Tensor(...)`, which followed the type and not a device
+        Example("import torch\ndef setup():\n    torch.set_default_tensor_type(torch.cuda.DoubleTensor)\n"
+                "    return torch.Tensor([0.1, 0.2])\n"),
         # inside `forward`: the input's device with --unsafe-fixes (the module then runs on a CPU)
         Example("import torch\nimport torch.nn as nn\nclass Drop(nn.Module):\n    def forward(self, x):\n"
                 "        keep = torch.cuda.FloatTensor(len(x), 1).uniform_() > 0.5\n        return x * keep\n",
@@ -161,6 +182,12 @@ class LegacyCudaTensorType(Rule):
         anchor = min((s.order for s, _, _ in sites), default=0)
         for site, kind, dtype in sites:
             type_name = a.code(site.node.func if kind == "call" else site.node.args[0].value)
+            if kind == "default":
+                message = (f"`{type_name}` as the default tensor type makes every factory call allocate on "
+                           "the implicit current device, and fails without CUDA; use "
+                           f"`torch.set_default_dtype(torch.{dtype})` with an explicit device")
+                yield ctx.violation(site.node, message, self._default_fix(ctx, site, dtype, anchor))
+                continue
             message = (f"`{type_name}` allocates on the implicit current device and fails without CUDA; "
                        f"use `dtype=torch.{dtype}` with an explicit `device=`")
             yield ctx.violation(site.node, message, self._fix(ctx, site, kind, dtype, anchor))
@@ -281,6 +308,32 @@ class LegacyCudaTensorType(Rule):
                 applicability, message, f'Use {what} (`{device} = torch.device("cuda")` defined where the script '
                 "starts: the current device, as the CUDA type used)", edits, anchor, (edit,), device))
         return ctx.guarded(Fix(applicability, message, tuple(edits) + (edit,)))
+
+    def _default_fix(self, ctx: Context, site: CallSite, dtype: str, anchor: int) -> Fix:
+        """``set_default_tensor_type(torch.cuda.FloatTensor)`` -> ``set_default_dtype(torch.float32)``
+        and ``set_default_device(<device>)``, on two lines. Always unsafe: the legacy
+        constructors (``torch.Tensor(n)``, ``torch.FloatTensor(n)``) followed the default
+        tensor type and do not follow a default device."""
+        a = ctx.analysis
+        torch = a.torch_name_at(site.scope, site.order)
+        hint = f"Use `torch.set_default_dtype(torch.{dtype})` and `torch.set_default_device(device)`"
+        line = site.line
+        if torch is None or site.expr_stmt is None or line is None or len(line.body) != 1:
+            return Fix(Applicability.DISPLAY, f"{hint} (not a statement of its own)")
+        follower = next((s for s in a.calls if s.qualname == "torch.Tensor"), None)
+        if follower is not None:  # it would stay on the CPU after the rewrite: a device mismatch
+            return Fix(Applicability.DISPLAY, f"{hint}, and give `torch.Tensor(...)` (line "
+                       f"{ctx.start(follower.node)[0]}) a device: it follows the default type, not a default device")
+        device, edits, _, why = self._device(ctx, site, anchor)
+        row, col = ctx.start(line)
+        indent = a.lines[row - 1][:col]
+        text = (f"{torch}.set_default_dtype({torch}.{dtype}){a.module.default_newline}"
+                f"{indent}{torch}.set_default_device({device})")
+        reasons = "; ".join(r for r in (why, "`torch.Tensor(n)`-style constructors do not follow a default "
+                                        "device as they followed the default type") if r)
+        defines = frozenset({device}) if edits else frozenset()
+        return ctx.guarded(Fix(Applicability.UNSAFE, f"{hint} ({reasons})",
+                               tuple(edits) + (ctx.replace(site.node, text),), defines))
 
     def _device(self, ctx: Context, site: CallSite, anchor: int) -> Tuple[str, List[Edit], Applicability, str]:
         """The device the rewrite names: the one in scope; else a definition where the

@@ -178,6 +178,9 @@ def plan_cpu_fallback(ctx: Context, site: CallSite, owner: cst.CSTNode) -> Union
     k = device_index_arg(site)
     if k is None or site.expr_stmt is None:
         return "the call is not a plain `set_device(k)` statement"
+    if (isinstance(k, cst.Call) and isinstance(k.func, cst.Name) and k.func.value == "int"
+            and len(k.args) == 1 and k.args[0].keyword is None and not k.args[0].star):
+        k = k.args[0].value  # set_device(int(opt.gpu_ids[0])): ids kept as strings
     is_list = (isinstance(k, cst.Subscript) and len(k.slice) == 1 and isinstance(k.slice[0].slice, cst.Index)
                and isinstance(k.slice[0].slice.value, cst.Integer) and k.slice[0].slice.value.value == "0")
     choice = k.value if is_list else k  # type: ignore[union-attr]

@@ -124,6 +124,12 @@ class GlobalSetDevice(Rule):
             "    opt.gpu_ids = opt.gpu_ids if torch.cuda.is_available() else []\n"
             "    if opt.gpu_ids:\n        torch.cuda.set_device(opt.gpu_ids[0])\n",
         ),
+        Example(  # ids kept as strings
+            "import torch\ndef parse(opt):\n    if opt.gpus:\n        torch.cuda.set_device(int(opt.gpus[0]))\n",
+            "import torch\ndef parse(opt):\n"
+            "    if opt.gpus and not torch.cuda.is_available():  # no GPU here: run on the CPU\n"
+            "        opt.gpus = []\n    if opt.gpus:\n        torch.cuda.set_device(int(opt.gpus[0]))\n",
+        ),
         Example(  # a parameter: emptying it here leaves the caller's own value on the GPU
             "import torch\ndef configure_process(opt, device_id):\n    if device_id >= 0:\n"
             "        torch.cuda.set_device(device_id)\n",

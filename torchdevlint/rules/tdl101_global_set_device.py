@@ -203,8 +203,9 @@ class GlobalSetDevice(Rule):
                 fix = Fix(Applicability.UNSAFE,
                           f"Let `{fallback.choice}` fall back to the CPU: set it to `{fallback.empty}` "
                           "before this test when no GPU is available, so that the program and every "
-                          f"placement that follows `{fallback.choice}` run on a CPU-only machine "
-                          f"(`set_device` stays: {plan})", tuple(fallback.edits))
+                          f"placement that follows `{fallback.choice}` run on a CPU-only machine; "
+                          f"`set_device` stays, as {plan} (a CPU fallback: where the program died "
+                          "without a GPU, it now runs on the CPU)", tuple(fallback.edits))
             else:
                 fix = Fix(Applicability.DISPLAY,
                           f"Not rewritten: {plan}. Use an explicit `torch.device` with `.to(device)`, "

@@ -101,12 +101,13 @@ DEFAULT_DEVICE = textwrap.dedent("""\
     torch.set_default_tensor_type("torch.cuda.FloatTensor")
     x, m = torch.zeros(3), torch.nn.Linear(3, 2)
     print(x.device, x.dtype, m.weight.device, m(x).device, torch.get_default_device())
+    print(torch.Tensor([1.0]).device, torch.Tensor(2).device, torch.FloatTensor(1).device)  # the type's followers
     torch.cuda.set_device(0)
     print(torch.ones(1).device)  # the current device at each call, as in torch
     torch.set_default_tensor_type(torch.DoubleTensor)
     print(torch.zeros(1).device, torch.zeros(1).dtype)
     torch.set_default_device("cuda:1")
-    print(torch.arange(2).device, torch.nn.Linear(1, 1).bias.device)
+    print(torch.arange(2).device, torch.nn.Linear(1, 1).bias.device, torch.Tensor(1).device)
     torch.set_default_device(None)
     print(torch.empty(1).device)
     try:
@@ -127,9 +128,10 @@ def test_default_tensor_type_and_default_device(tmp_path):
     assert r.stdout.splitlines() == [
         "cuda:1",
         "cuda:1 torch.float32 cuda:1 cuda:1 cuda:1",
+        "cuda:1 cuda:1 cpu",
         "cuda:0",
         "cpu torch.float64",
-        "cuda:1 cuda:1",
+        "cuda:1 cuda:1 cpu",
         "cpu",
         "TypeError True",
     ]

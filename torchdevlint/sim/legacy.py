@@ -7,7 +7,9 @@
 - ``torch.set_default_tensor_type(torch.cuda.FloatTensor)`` (or its name) and
   ``torch.set_default_device("cuda")`` make every factory call allocate on the
   (simulated) current device, resolved at each call, as torch does; a CPU type or
-  device (or None) goes back to the CPU. ``torch.get_default_device()`` answers.
+  device (or None) goes back to the CPU. ``torch.get_default_device()`` answers. The
+  legacy constructor ``torch.Tensor(...)`` follows a CUDA default type, not a default
+  device, as in torch.
 - ``Variable(t)`` returns a tensor on ``t``'s device (``isinstance(x, Variable)`` holds for
   every tensor, as in torch >= 0.4).
 - ``torch.save`` remembers the simulated device of each tensor it writes to a path, and
@@ -136,8 +138,11 @@ def _patch_default_device(sim, set_attr, by_name: Dict[str, Any]) -> None:
     sim._stack.callback(torch.set_default_dtype, dtype_at_start)  # put back on exit
     sim._stack.callback(setattr, sim, "default_device", None)
 
+    by_type = [False]  # the default came from a type: `torch.Tensor(...)` follows it too
+
     def set_default_tensor_type(t):
         stand_in = by_name.get(t) if isinstance(t, str) else (t if t in by_name.values() else None)
+        by_type[0] = stand_in is not None
         if stand_in is None:  # a CPU type: torch's own
             sim.default_device = None
             return original_type(t)
@@ -147,12 +152,29 @@ def _patch_default_device(sim, set_attr, by_name: Dict[str, Any]) -> None:
         sim.default_device = "cuda"
 
     def set_default_device(device):
+        by_type[0] = False
         if device is not None and (isinstance(device, int) or torch.device(device).type == "cuda"):
             sim.resolve(device)  # an invalid ordinal fails here, as on a GPU machine
             sim.default_device = device
             return original_device(None)
         sim.default_device = None
         return original_device(device)
+
+    tensor_new = torch.Tensor.__new__
+    own_new = "__new__" in vars(torch.Tensor)
+
+    def new_tensor(cls, *args, **kwargs):
+        # the legacy constructor `torch.Tensor(...)` follows a CUDA default *type* (not a
+        # default device): it allocates on the current device, as on a GPU machine
+        out = tensor_new(cls, *args, **kwargs)
+        if cls is torch.Tensor and by_type[0] and sim.default_device is not None and "device" not in kwargs:
+            index, implicit = sim.resolve(sim.default_device)
+            sim.tag(out, index, implicit)
+        return out
+
+    torch.Tensor.__new__ = new_tensor  # type: ignore[method-assign]
+    sim._stack.callback(lambda: setattr(torch.Tensor, "__new__", tensor_new) if own_new
+                        else delattr(torch.Tensor, "__new__"))
 
     def get_default_device():
         if sim.default_device is None:

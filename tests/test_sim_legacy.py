@@ -31,12 +31,17 @@ PROGRAM = textwrap.dedent("""\
     """)
 
 
-def test_legacy_types_variable_and_checkpoints(tmp_path):
-    (tmp_path / "legacy.py").write_text(PROGRAM)
+def _simulated(folder, name, program):
+    """The lines a program prints under `torchdevlint sim --gpus 2` (it must succeed)."""
+    (folder / name).write_text(program)
     r = subprocess.run([sys.executable, "-m", "torchdevlint", "sim", "--gpus", "2", "--report", "none",
-                        "legacy.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                        name], cwd=folder, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == [
+    return r.stdout.splitlines()
+
+
+def test_legacy_types_variable_and_checkpoints(tmp_path):
+    assert _simulated(tmp_path, "legacy.py", PROGRAM) == [
         "True False True torch.cuda.LongTensor",
         "cuda:1",
         "cuda:0 cuda:1",  # restored where each was saved
@@ -121,11 +126,7 @@ def test_default_tensor_type_and_default_device(tmp_path):
     """`set_default_tensor_type(torch.cuda.FloatTensor)` and `set_default_device("cuda")`
     put every factory call (and a module's parameters) on the simulated current device,
     as on a GPU machine; a CPU type or None goes back; the default dtype is restored after."""
-    (tmp_path / "default.py").write_text(DEFAULT_DEVICE)
-    r = subprocess.run([sys.executable, "-m", "torchdevlint", "sim", "--gpus", "2", "--report", "none",
-                        "default.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == [
+    assert _simulated(tmp_path, "default.py", DEFAULT_DEVICE) == [
         "cuda:1",
         "cuda:1 torch.float32 cuda:1 cuda:1 cuda:1",
         "cuda:1 cuda:1 cpu",

@@ -188,8 +188,12 @@ def plan_cpu_fallback(ctx: Context, site: CallSite, owner: cst.CSTNode) -> Union
         return "its index is not a name the code chose its GPU by"
     code = a.code(choice)
     fn = a.enclosing_function(site.scope)
-    if isinstance(choice, cst.Name) and fn is not None and choice.value in fn.params:
-        return f"`{code}` is a parameter: the caller's own `{code}` would still name the GPU"
+    if isinstance(choice, cst.Name) and fn is not None:
+        if choice.value in fn.params:
+            return f"`{code}` is a parameter: the caller's own `{code}` would still name the GPU"
+        if choice.value not in fn.scope.bindings or choice.value in fn.scope.declared:
+            return (f"`{code}` is not this function's own variable: assigning it here would "
+                    "make it one (an UnboundLocalError) or change it for everyone")
     found = _enclosing_if(owner, site.line)
     if found is None:
         return "it does not run under a test of the GPU choice"

@@ -130,6 +130,9 @@ class GlobalSetDevice(Rule):
             "    if opt.gpus and not torch.cuda.is_available():  # no GPU here: run on the CPU\n"
             "        opt.gpus = []\n    if opt.gpus:\n        torch.cuda.set_device(int(opt.gpus[0]))\n",
         ),
+        Example(  # a global of the module: assigning it in the function would make it local
+            "import torch\ngpu_ids = [0]\ndef setup():\n    if gpu_ids:\n        torch.cuda.set_device(gpu_ids[0])\n",
+        ),
         Example(  # a parameter: emptying it here leaves the caller's own value on the GPU
             "import torch\ndef configure_process(opt, device_id):\n    if device_id >= 0:\n"
             "        torch.cuda.set_device(device_id)\n",

@@ -312,8 +312,8 @@ class LegacyCudaTensorType(Rule):
     def _default_fix(self, ctx: Context, site: CallSite, dtype: str, anchor: int) -> Fix:
         """``set_default_tensor_type(torch.cuda.FloatTensor)`` -> ``set_default_dtype(torch.float32)``
         and ``set_default_device(<device>)``, on two lines. Always unsafe: the legacy
-        constructors (``torch.Tensor(n)``, ``torch.FloatTensor(n)``) followed the default
-        tensor type and do not follow a default device."""
+        constructor ``torch.Tensor(...)`` followed the default tensor type and does not
+        follow a default device (display-only where this module calls it)."""
         a = ctx.analysis
         torch = a.torch_name_at(site.scope, site.order)
         hint = f"Use `torch.set_default_dtype(torch.{dtype})` and `torch.set_default_device(device)`"
@@ -479,8 +479,9 @@ def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0,
                   site: Optional[CallSite] = None) -> Optional[str]:
     """Whether the one argument of a legacy constructor is a size ("size": an int,
     `x.size(0)`, `x.shape[1:]`, `len(x)`, arithmetic of those) or data ("data": a list,
-    tuple or comprehension, a numpy array, `t.numpy()`), looking through a local name
-    bound once; None when it could be either (an unknown name, a parameter)."""
+    tuple or comprehension, a numpy array, `t.numpy()`), looking through a name to the
+    binding in force at ``site`` (or its only one); None when it could be either (an
+    unknown name, a parameter)."""
     if isinstance(value, cst.Integer):
         return "size"
     if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):

@@ -136,3 +136,29 @@ def test_default_tensor_type_and_default_device(tmp_path):
         "cpu",
         "TypeError True",
     ]
+
+
+TRAIN_STEP = textwrap.dedent("""\
+    import sys
+    import torch
+    if sys.argv[1:] == ["typed"]:
+        torch.set_default_tensor_type(torch.cuda.FloatTensor)
+    model = torch.nn.Linear(3, 1).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.ones(2, 3).cuda()).sum().backward()
+    opt.step()  # the first step imports torch._dynamo, which inspects torch.Tensor.__new__
+    print("torch._dynamo" in sys.modules, torch.Tensor([1.0]).device, model.weight.device)
+    """)
+
+
+def test_an_optimizer_step_runs_with_and_without_a_cuda_default_type(tmp_path):
+    """CI regression: torch._dynamo, imported by the first optimizer step, registers a
+    substitute for `torch.Tensor.__new__` and rejected the simulator's patch of it (every
+    training fixture failed under the simulator). The patch is installed only once a CUDA
+    default type is set, and keeps a signature dynamo accepts."""
+    (tmp_path / "train.py").write_text(TRAIN_STEP)
+    for argv, device in (([], "cpu"), (["typed"], "cuda:0")):
+        r = subprocess.run([sys.executable, "-m", "torchdevlint", "sim", "--gpus", "2", "--report", "none",
+                            "train.py", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines() == [f"True {device} cuda:0"]

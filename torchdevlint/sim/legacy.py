@@ -150,6 +150,7 @@ def _patch_default_device(sim, set_attr, by_name: Dict[str, Any]) -> None:
             raise TypeError("invalid type object: only floating-point types are supported as the default type")
         torch.set_default_dtype(stand_in.dtype)
         sim.default_device = "cuda"
+        follow_default_type()
 
     def set_default_device(device):
         by_type[0] = False
@@ -162,19 +163,29 @@ def _patch_default_device(sim, set_attr, by_name: Dict[str, Any]) -> None:
 
     tensor_new = torch.Tensor.__new__
     own_new = "__new__" in vars(torch.Tensor)
+    installed = [False]
 
-    def new_tensor(cls, *args, **kwargs):
+    def new_tensor(*args, **kwargs):
         # the legacy constructor `torch.Tensor(...)` follows a CUDA default *type* (not a
-        # default device): it allocates on the current device, as on a GPU machine
-        out = tensor_new(cls, *args, **kwargs)
-        if cls is torch.Tensor and by_type[0] and sim.default_device is not None and "device" not in kwargs:
+        # default device): it allocates on the current device, as on a GPU machine.
+        # The signature stays a wildcard: torch._dynamo, imported lazily (an optimizer's
+        # first step imports it), checks the signature of `torch.Tensor.__new__` then.
+        out = tensor_new(*args, **kwargs)
+        if args and args[0] is torch.Tensor and by_type[0] and sim.default_device is not None \
+                and "device" not in kwargs:
             index, implicit = sim.resolve(sim.default_device)
             sim.tag(out, index, implicit)
         return out
 
-    torch.Tensor.__new__ = new_tensor  # type: ignore[method-assign]
-    sim._stack.callback(lambda: setattr(torch.Tensor, "__new__", tensor_new) if own_new
-                        else delattr(torch.Tensor, "__new__"))
+    def follow_default_type() -> None:
+        # installed only once a program sets a CUDA default type: no other program
+        # runs with a patched `torch.Tensor.__new__`
+        if installed[0]:
+            return
+        installed[0] = True
+        torch.Tensor.__new__ = new_tensor  # type: ignore[method-assign]
+        sim._stack.callback(lambda: setattr(torch.Tensor, "__new__", tensor_new) if own_new
+                            else delattr(torch.Tensor, "__new__"))
 
     def get_default_device():
         if sim.default_device is None:

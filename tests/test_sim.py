@@ -61,6 +61,23 @@ def test_data_parallel_needs_the_module_on_device_ids_0():
             bad(torch.randn(4, 3))
 
 
+def test_each_simulated_gpu_has_its_own_random_state():
+    """Checkpointing code saves and restores the CUDA generators' states (fairseq, HF
+    trainers call `torch.cuda.random.get_rng_state_all()`); CPU-only torch has none."""
+    with Simulator(gpus=2):
+        torch.cuda.manual_seed_all(3)
+        states = torch.cuda.random.get_rng_state_all()
+        assert len(states) == 2 and states[0].dtype == torch.uint8
+        assert torch.equal(torch.cuda.get_rng_state(1), states[1]) and torch.cuda.initial_seed() == 3
+        torch.cuda.set_device(1)
+        torch.cuda.manual_seed(5)  # the current device's only
+        assert torch.cuda.initial_seed() == 5 and torch.cuda.get_rng_state(0).equal(states[0])
+        torch.cuda.set_rng_state_all(states)
+        assert torch.cuda.initial_seed() == 3
+    with pytest.raises((AssertionError, RuntimeError)):
+        torch.cuda.get_rng_state()
+
+
 def test_patches_are_undone():
     with Simulator(gpus=2):
         assert torch.cuda.is_available()

@@ -300,6 +300,23 @@ class Simulator:
             sim.resolve(device)  # validates the index; no bytes are really on a GPU
             return 0
 
+        # each simulated GPU's random generator, kept by a CPU generator: checkpointing
+        # code saves and restores `torch.cuda.get_rng_state()` (torch's own reads the
+        # real device, and CPU-only torch has none)
+        generators: Dict[int, Any] = {}
+
+        def generator(device=None):
+            index = sim.resolve(device)[0] if device is not None else current_device()
+            return generators.setdefault(index, torch.Generator())
+
+        def manual_seed(seed, every: bool = False) -> None:
+            for index in (range(st.gpus) if every else [current_device()]):
+                generator(index).manual_seed(int(seed))
+
+        def set_rng_state_all(states) -> None:
+            for index, state in enumerate(states):
+                generator(index).set_state(state)
+
         patches = {
             "is_available": lambda: st.gpus > 0,
             "device_count": lambda: st.gpus,
@@ -325,12 +342,21 @@ class Simulator:
             "stream": stream_context,
             "current_stream": lambda device=None: Stream(device),
             "default_stream": lambda device=None: Stream(device),
-            "manual_seed": lambda seed: None,
-            "manual_seed_all": lambda seed: None,
+            "manual_seed": manual_seed,
+            "manual_seed_all": lambda seed: manual_seed(seed, every=True),
+            "seed": lambda: generator().seed(),
+            "seed_all": lambda: [generator(i).seed() for i in range(st.gpus)] and None,
+            "initial_seed": lambda: generator().initial_seed(),
+            "get_rng_state": lambda device="cuda": generator(device).get_state(),
+            "get_rng_state_all": lambda: [generator(i).get_state() for i in range(st.gpus)],
+            "set_rng_state": lambda state, device="cuda": generator(device).set_state(state),
+            "set_rng_state_all": set_rng_state_all,
         }
         for name, value in patches.items():
             if hasattr(cuda, name):
                 set_attr(cuda, name, value)
+            if hasattr(cuda.random, name):  # `torch.cuda.random.get_rng_state_all()`, as HF and fairseq call it
+                set_attr(cuda.random, name, value)
         set_attr(dp.DataParallel, "scatter", _dp_scatter(sim))
         set_attr(dp.DataParallel, "replicate", _dp_replicate(sim))
         set_attr(dp.DataParallel, "parallel_apply", _dp_parallel_apply(sim))

@@ -43,7 +43,11 @@ def test_fix_ends_with_what_was_converted_and_what_is_left_and_why(tmp_path):
         "import torch\n\nx = torch.cuda.FloatTensor(2, 3)\ny = torch.zeros(1).cuda()\n"
         "torch.cuda.set_device(0)\n")
     r = cli("fix", "--no-cache", "--diff", "--unsafe-fixes", ".", cwd=tmp_path)
-    assert "Would convert: TDL001 1, TDL005 1" in r.stderr.decode()
+    assert "Would convert: TDL001 2, TDL005 1" in r.stderr.decode()
+    # the library function gets its own device, with the CPU fallback: unsafe only
+    assert (' def build(n):\n-    return torch.zeros(n).cuda()\n'
+            '+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+            "+    return torch.zeros(n).to(device)\n") in r.stdout.decode()
     # without --unsafe-fixes the script's device is exactly the one `.cuda()` used (no
     # CPU fallback, no CUDA query): both placements convert, behaviour unchanged
     r = cli("fix", "--no-cache", "--diff", ".", cwd=tmp_path)
@@ -51,13 +55,93 @@ def test_fix_ends_with_what_was_converted_and_what_is_left_and_why(tmp_path):
     assert "Would convert: TDL001 1, TDL005 1" in report
     assert '+device = torch.device("cuda")\n' in r.stdout.decode()
     assert "Left, by rule and reason:\n" in report
-    assert ("  TDL001     1  display only: this looks like a library module (no script entry point): "
-            "a device defined at import would query CUDA in every importer; pass a device in\n") in report
-    assert "needs --unsafe-fixes" not in report
+    assert ("  TDL001     1  needs --unsafe-fixes: a device defined in the function (falls back to the CPU): "
+            "a library module gets no device at import\n") in report
     assert ("  TDL006     1  display only: no device is bound here, and the result is used beyond "
             "`load_state_dict`\n") in report
     assert "  TDL101     1  " in report
     r = cli("fix", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
     report = r.stderr.decode()
-    assert "Converted: TDL001 1, TDL005 1" in report
+    assert "Converted: TDL001 2, TDL005 1" in report
     assert "needs --unsafe-fixes" not in report
+
+
+MODEL = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+    from torch.autograd import Variable
+
+
+    class RNN(nn.Module):
+        def __init__(self, n_in, n_hidden):
+            super(RNN, self).__init__()
+            self.n_hidden = n_hidden
+            self.lstm = nn.LSTM(n_in, n_hidden, batch_first=True)
+            self.fc = nn.Linear(n_hidden, 2)
+
+        def init_hidden(self, batch):
+            h0 = Variable(torch.zeros(1, batch, self.n_hidden).cuda())
+            c0 = Variable(torch.zeros(1, batch, self.n_hidden).cuda())
+            return h0, c0
+
+        def forward(self, x):
+            out, _ = self.lstm(x, self.init_hidden(x.size(0)))
+            return self.fc(out[:, -1, :])
+
+
+    class Trainer(object):
+        def __init__(self, model, lr):
+            self.model = model.cuda()
+            self.opt = torch.optim.Adam(self.model.parameters(), lr=lr)
+            self.crit = nn.CrossEntropyLoss().cuda()
+
+        def step(self, x, y):
+            x, y = Variable(x.cuda()), Variable(y.cuda())
+            loss = self.crit(self.model(x), y)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            return loss.item()
+    """)
+
+TRAIN = textwrap.dedent("""\
+    import torch
+    from model import RNN, Trainer
+
+    dtype = torch.cuda.FloatTensor
+    trainer = Trainer(RNN(5, 8), lr=0.01)
+    for epoch in range(2):
+        x = torch.randn(4, 3, 5).type(dtype)
+        y = torch.LongTensor([0, 1, 0, 1])
+        print(epoch, trainer.step(x, y) > 0)
+    torch.save(trainer.model.state_dict(), "rnn.pt")
+    trainer.model.load_state_dict(torch.load("rnn.pt"))
+    """)
+
+
+def test_a_two_file_legacy_program_runs_on_the_cpu_after_unsafe_fixes(tmp_path):
+    """The common legacy shape: `.cuda()` in the model file (a library module: no device
+    at import) and an unconditional typed-tensor alias in the script. `--unsafe-fixes`
+    gives each library function its own device with the CPU fallback and the alias the
+    fallback too; `fix` alone converts only what keeps behaviour (the alias, exactly)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "model.py").write_text(MODEL)
+    (tmp_path / "train.py").write_text(TRAIN)
+    run = [sys.executable, "train.py"]
+    before = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert before.returncode != 0 and "CUDA" in before.stderr
+    r = cli("fix", "--no-cache", ".", cwd=tmp_path)
+    assert "Converted: TDL005 1" in r.stderr.decode() and "6  needs --unsafe-fixes" not in r.stderr.decode()
+    assert 'device = torch.device("cuda")\n' in (tmp_path / "train.py").read_text()
+    (tmp_path / "train.py").write_text(TRAIN)
+    r = cli("fix", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+    assert "Converted: TDL001 6, TDL005 1, TDL006 1" in r.stderr.decode(), r.stderr.decode()
+    model = (tmp_path / "model.py").read_text()
+    assert model.count('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")') == 3
+    after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.splitlines() == ["0 True", "1 True"]
+    again = cli("fix", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path)
+    assert again.stdout == b""  # idempotent

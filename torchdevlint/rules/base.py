@@ -210,6 +210,51 @@ class Context:
             return None, [], str(exc)
         return name, edits, "a device defined where the script starts (falls back to the CPU)"
 
+    def local_device_definition(self, site: CallSite) -> Tuple[Optional[str], List[Edit], str]:
+        """In a library module, which gets no module-level definition, a device defined
+        as the first statement of the ``def`` that holds ``site`` (after its docstring),
+        with the CPU fallback: ``--unsafe-fixes`` only. It queries CUDA when the function
+        runs, where the `.cuda()` it replaces initialised CUDA anyway, never at import.
+        Every site of one function gets the same line: (name, edits, where), or (None, [],
+        why not) at module or class level, in a one-line body, without a module-level
+        ``import torch``, or in a module that sets ``CUDA_VISIBLE_DEVICES``."""
+        a = self.analysis
+        scope = site.scope
+        while scope is not None and not (scope.function is not None and isinstance(scope.node, cst.FunctionDef)):
+            scope = scope.parent
+        library = ("this looks like a library module (no script entry point): a device defined at "
+                   "import would query CUDA in every importer; pass a device in")
+        if scope is None:
+            return None, [], library
+        memo = a.memo.setdefault("local_device_definition", {})
+        if scope.node not in memo:
+            memo[scope.node] = self._local_device_definition(scope.node, library)
+        name, edits, why = memo[scope.node]
+        return name, list(edits), why
+
+    def _local_device_definition(self, fn: cst.FunctionDef, library: str) -> Tuple[Optional[str], List[Edit], str]:
+        a = self.analysis
+        hazard = self.module_query_hazard()
+        if hazard:
+            return None, [], hazard
+        torch = a.torch_alias
+        if torch is None or a.guarded_torch_import is not None:
+            return None, [], f"{library} (and no module-level `import torch` for a definition in the function)"
+        if any("jit" in a.code(d.decorator) for d in fn.decorators):  # TorchScript: leave it as it is
+            return None, [], f"{library} (and the function is compiled by TorchScript)"
+        if not isinstance(fn.body, cst.IndentedBlock):
+            return None, [], f"{library} (and the function's body is on its `def` line)"
+        body = list(fn.body.body)
+        first = body[1] if _is_docstring(body[0]) and len(body) > 1 else body[0]
+        line = a.range(first).start.line
+        text = a.lines[line - 1]
+        indent = text[:len(text) - len(text.lstrip())]
+        name = a.free_name(a.device_name)
+        definition = f'{indent}{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
+        return name, [Edit((line, 0), (line, 0), definition + a.module.default_newline)], (
+            "a device defined in the function (falls back to the CPU): a library module gets no "
+            "device at import")
+
     def defined_device_fix(self, applicability: Applicability, message: str, safe_message: str,
                            definition: List[Edit], anchor: int, edits: Sequence[Edit], name: str) -> Fix:
         """A fix that uses a device defined where the script starts (``device_definition``

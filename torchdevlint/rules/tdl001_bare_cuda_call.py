@@ -17,7 +17,8 @@ class BareCudaCall(Rule):
     needs = (("call:cuda",),)  # the gate on the code: a call of a `cuda` method
     fixable = "always"
     fix_summary = ('`.to(device)` (safe with an exact device in scope, or with a script device defined as '
-                   '`torch.device("cuda")`; a CPU fallback is unsafe; display in library modules)')
+                   '`torch.device("cuda")`; a CPU fallback is unsafe; in a library module, defined in the '
+                   'function: unsafe)')
     what = """
         A `.cuda()` call with no device (no positional argument, no `device=`, or
         `device=None`) that is merely implicit: none of the bug-grade shapes (TDL002
@@ -65,8 +66,12 @@ class BareCudaCall(Rule):
         (`if torch.cuda.is_available():`, or a flag every assignment of which has
         `torch.cuda.is_available()` as a conjunct, such as `args.cuda = not args.no_cuda
         and torch.cuda.is_available()`), the fallback is never taken and `fix` uses it.
-        A library module gets no definition
-        (a CUDA query at import time in every importer): **display-only**. Also
+        A library module gets no module-level definition (a CUDA query at import time
+        in every importer): `fix --unsafe-fixes` defines the device with the CPU fallback
+        as the first statement of the function that holds the call (**unsafe**: queried
+        when the function runs, where `.cuda()` initialised CUDA anyway), which is what
+        makes a legacy repository's model files run on a CPU; `fix` alone leaves them.
+        At a library's module level, or in a body on the `def` line: **display-only**. Also
         display-only when a class in the same file defines its own `cuda` method, and
         when the definition would run before the module's own `CUDA_VISIBLE_DEVICES`
         assignment (see TDL105). Unsafe too when the receiver may be another class with
@@ -118,15 +123,28 @@ class BareCudaCall(Rule):
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "use_cuda = not no_cuda and torch.cuda.is_available()\nnet = torch.nn.Linear(2, 2)\n"
                 "if use_cuda:\n    net.to(device)\n"),
-        # a library module: no definition at import time
-        Example("import torch\ndef make(n):\n    return torch.zeros(n).cuda()\n", None),
+        # a library module: no definition at import time; one in the function, after
+        # its docstring (CPU fallback: unsafe; `fix` alone leaves it)
+        Example('import torch\ndef make(n):\n    """Zeros."""\n    return torch.zeros(n).cuda()\n',
+                'import torch\ndef make(n):\n    """Zeros."""\n'
+                '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "    return torch.zeros(n).to(device)\n"),
         # ... also when its classes sit in a module-level `try:`, or it calls its own
         # functions at import and keeps the result (a version check, a singleton)
         Example("import torch\ntry:\n    import apex\n    class Opt:\n        def step(self):\n"
-                "            return torch.zeros(1).cuda()\nexcept ImportError:\n    apex = None\n", None),
+                "            return torch.zeros(1).cuda()\nexcept ImportError:\n    apex = None\n",
+                "import torch\ntry:\n    import apex\n    class Opt:\n        def step(self):\n"
+                '            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "            return torch.zeros(1).to(device)\nexcept ImportError:\n    apex = None\n"),
         Example("import torch\ndef new_enough():\n    return True\nclass Timer:\n    def __init__(self):\n"
                 "        self.on = new_enough()\n    def tick(self):\n        return torch.zeros(1).cuda()\n"
-                "_timer = Timer()\n", None),
+                "_timer = Timer()\n",
+                "import torch\ndef new_enough():\n    return True\nclass Timer:\n    def __init__(self):\n"
+                "        self.on = new_enough()\n    def tick(self):\n"
+                '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "        return torch.zeros(1).to(device)\n_timer = Timer()\n"),
+        # ... but not in a body on the `def` line
+        Example("import torch\ndef make(n): return torch.zeros(n).cuda()\n", None),
         # a script without a main guard: a call of its own that is a statement
         Example("import torch\ndef evaluate():\n    return torch.zeros(1).cuda()\nprint(evaluate())\n",
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
@@ -171,9 +189,15 @@ class BareCudaCall(Rule):
                 reasons.insert(0, f"{forward.why} may not be on the current device")
             else:
                 name, edits, why = ctx.device_definition(anchor)
+                local = name is None and analysis.devices.entry_point(anchor) is None
+                if local:  # a library module: a definition in the function, if any
+                    name, edits, why = ctx.local_device_definition(site)
                 device_code = name or analysis.device_name
                 if name is None:
                     applicability, reasons = Applicability.DISPLAY, [f"display only: {why}"]
+                elif local:  # no `defines`: one function's own name, no other fix binds it
+                    applicability = Applicability.UNSAFE
+                    reasons.insert(0, why)
                 else:
                     defines = frozenset({name})
                     exact = not reasons

@@ -12,6 +12,8 @@ from ..names import DTYPES, LEGACY_CUDA_TYPES as LEGACY
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule
 
+# what `fix --unsafe-fixes` inserts in a library function that places work (the examples)
+DEVICE = '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
 
 
 class LegacyCudaTensorType(Rule):
@@ -61,7 +63,8 @@ class LegacyCudaTensorType(Rule):
         the current device; it is what lets the module run on the CPU) and `fix` alone
         spells `device="cuda"` (safe). With `torch.device("cuda")` in scope (or no device at all in
         a library module, where the fix spells `device="cuda"`) the rewrite is exactly
-        the old behaviour: **safe**. With another device in scope it is **unsafe**. When
+        the old behaviour: **safe**; in a library module's function `fix --unsafe-fixes`
+        defines the device there instead, with the CPU fallback (**unsafe**; as TDL001). With another device in scope it is **unsafe**. When
         nothing names a device, a script gets one definition where it starts, shared
         with TDL001: `fix` defines `torch.device("cuda")` (**safe**: the current device,
         as the CUDA type used), `fix --unsafe-fixes` the CPU fallback (**unsafe**: that is
@@ -97,41 +100,45 @@ class LegacyCudaTensorType(Rule):
         Example("import torch\nx = torch.cuda.FloatTensor(2, 3)\n",
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "x = torch.empty(2, 3, dtype=torch.float32, device=device)\n"),
-        # a library function: exactly the old placement, spelled out (safe)
+        # a library function: its own device, with the CPU fallback (unsafe; `fix` alone
+        # spells the old placement out, `device="cuda"`: safe)
         Example("import torch\ndef labels():\n    return torch.cuda.LongTensor([1, 0, 1])\n",
-                'import torch\ndef labels():\n    return torch.tensor([1, 0, 1], dtype=torch.int64, device="cuda")\n'),
+                'import torch\ndef labels():\n' + DEVICE +
+                '    return torch.tensor([1, 0, 1], dtype=torch.int64, device=device)\n'),
         Example("import torch\ndevice = torch.device('cuda')\nx = t.type(torch.cuda.HalfTensor)\n",
                 "import torch\ndevice = torch.device('cuda')\nx = t.to(device, torch.float16)\n"),
         Example("import torch\ndef noise(batch):\n    return torch.cuda.FloatTensor(batch, 100).normal_()\n",
-                "import torch\ndef noise(batch):\n    return torch.empty(batch, 100, dtype=torch.float32, "
-                'device="cuda").normal_()\n'),
+                "import torch\ndef noise(batch):\n" + DEVICE
+                + "    return torch.empty(batch, 100, dtype=torch.float32, "
+                'device=device).normal_()\n'),
         Example("import torch\ndef f():\n    return torch.cuda.FloatTensor()\n",
-                'import torch\ndef f():\n    return torch.empty(0, dtype=torch.float32, device="cuda")\n'),
+                'import torch\ndef f():\n' + DEVICE
+                + '    return torch.empty(0, dtype=torch.float32, device=device)\n'),
         Example("import torch\ndef f(n):\n    return torch.cuda.FloatTensor(n)\n"),
         Example("import torch\ndef noise(std):\n    return torch.cuda.FloatTensor(std.size()).normal_()\n",
-                "import torch\ndef noise(std):\n    return torch.empty(std.size(), dtype=torch.float32, "
-                'device="cuda").normal_()\n'),
+                "import torch\ndef noise(std):\n" + DEVICE + "    return torch.empty(std.size(), dtype=torch.float32, "
+                'device=device).normal_()\n'),
         # sizes and data seen through a name bound once, `x.size(0)`, `len(x)`
         Example("import torch\nimport numpy as np\ndef f(x, rows):\n    ids = [r.id for r in rows]\n"
                 "    n = len(rows) * 2\n    return torch.cuda.LongTensor(ids), torch.cuda.ByteTensor(x.size(0)), "
                 "torch.cuda.FloatTensor(n)\n",
-                "import torch\nimport numpy as np\ndef f(x, rows):\n    ids = [r.id for r in rows]\n"
-                "    n = len(rows) * 2\n    return torch.tensor(ids, dtype=torch.int64, device=\"cuda\"), "
-                "torch.empty(x.size(0), dtype=torch.uint8, device=\"cuda\"), "
-                "torch.empty(n, dtype=torch.float32, device=\"cuda\")\n"),
+                "import torch\nimport numpy as np\ndef f(x, rows):\n" + DEVICE + "    ids = [r.id for r in rows]\n"
+                "    n = len(rows) * 2\n    return torch.tensor(ids, dtype=torch.int64, device=device), "
+                "torch.empty(x.size(0), dtype=torch.uint8, device=device), "
+                "torch.empty(n, dtype=torch.float32, device=device)\n"),
         # the binding in force at the call: the last one before it (its own statement binds after)
         Example("import torch\nimport numpy as np\ndef sample(n):\n    labels = n\n"
                 "    labels = np.array([k for k in range(n)])\n    labels = torch.cuda.LongTensor(labels)\n"
                 "    return labels\n",
-                "import torch\nimport numpy as np\ndef sample(n):\n    labels = n\n"
+                "import torch\nimport numpy as np\ndef sample(n):\n" + DEVICE + "    labels = n\n"
                 "    labels = np.array([k for k in range(n)])\n"
-                "    labels = torch.tensor(labels, dtype=torch.int64, device=\"cuda\")\n    return labels\n"),
+                "    labels = torch.tensor(labels, dtype=torch.int64, device=device)\n    return labels\n"),
         # ... not in a loop that rebinds it later: the second time round it is something else
         Example("import torch\ndef f(xs):\n    n = 3\n    for x in xs:\n        y = torch.cuda.FloatTensor(n)\n"
                 "        n = x\n"),
         # the type by its name
         Example("import torch\ndef half(x):\n    return x.type('torch.cuda.HalfTensor')\n",
-                "import torch\ndef half(x):\n    return x.to(\"cuda\", torch.float16)\n"),
+                "import torch\ndef half(x):\n" + DEVICE + "    return x.to(device, torch.float16)\n"),
         # a CUDA default tensor type: a default dtype and a default device (unsafe)
         Example("import torch\nif __name__ == '__main__':\n    torch.set_default_tensor_type('torch.cuda.FloatTensor')\n"
                 "    print(torch.zeros(2))\n",
@@ -157,6 +164,13 @@ class LegacyCudaTensorType(Rule):
                 "for x in batches:\n    z = torch.tensor(np.ones(3), dtype=torch.float32, device=device)\n"
                 "    y = torch.empty(4, 2, dtype=torch.float32, device=device).fill_(1)\n"
                 "    w = x.to(device, torch.float32)\n"),
+        # an unconditional CUDA alias in a script: `fix` makes it `torch.device("cuda")`
+        # (the same choice); `--unsafe-fixes` gives it the CPU fallback
+        Example("import torch\nimport numpy as np\nTensor = torch.cuda.FloatTensor\n"
+                "for x in batches:\n    z = Tensor(np.ones(3))\n",
+                'import torch\nimport numpy as np\n'
+                'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "for x in batches:\n    z = torch.tensor(np.ones(3), dtype=torch.float32, device=device)\n"),
         # the script already has its device: the alias goes (unsafe: another expression)
         Example("import torch\ndevice = torch.device('cuda:1')\nLong = torch.LongTensor if not cuda else "
                 "torch.cuda.LongTensor\nif __name__ == '__main__':\n    print(Long([1, 2]))\n",
@@ -245,31 +259,46 @@ class LegacyCudaTensorType(Rule):
         uses, other = _alias_uses(a, scope, target, stmt.body[0].targets[0].target)  # type: ignore[attr-defined]
         if other is not None:
             return display(f"`{target}` is also used otherwise on line {ctx.start(other)[0]}")
-        name, head, why = _alias_definition(a, scope, stmt, choice)
-        edits: List[Edit] = [head] if head is not None else []
-        if head is None:  # the same device is already defined: the alias line goes
-            line = ctx.start(stmt)[0]
-            if ctx.end(stmt)[0] != line or len(a.lines) <= line:
-                return display("the alias shares its line with other code")
-            edits.append(Edit((line, 0), (line + 1, 0), "", a.lines[line - 1]))
-        for site, kind in uses:
-            if kind == "type":
-                edits.append(ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(name)),
-                                                               cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))]))
-                continue
-            args = _constructor(a, site)
-            if args is None:
-                return display(f"the argument of `{target}(...)` on line {ctx.start(site.node)[0]} may be "
-                               "a size or data")
-            factory, lead = args
-            edits.append(ctx.replace(site.node, f"{torch}.{factory}({lead}{', ' if lead else ''}"
-                                                f"dtype={torch}.{dtype}, device={name})"))
-        if scope.kind == "module" and not target.startswith("_") and not a.devices.is_script:
-            why = why or f"other modules may import `{target}`: this file looks like a library module"
-        message = (f"Replace the alias by `{name}` and pass `dtype={torch}.{dtype}, device={name}` where it is used"
-                   + (f" ({why})" if why else ""))
-        return ctx.guarded(Fix(Applicability.UNSAFE if why else Applicability.SAFE, message, tuple(edits),
-                               frozenset({name})))
+        def build(choice: str) -> Fix:
+            name, head, why = _alias_definition(a, scope, stmt, choice)
+            edits: List[Edit] = [head] if head is not None else []
+            if head is None:  # the same device is already defined: the alias line goes
+                line = ctx.start(stmt)[0]
+                if ctx.end(stmt)[0] != line or len(a.lines) <= line:
+                    return display("the alias shares its line with other code")
+                edits.append(Edit((line, 0), (line + 1, 0), "", a.lines[line - 1]))
+            for site, kind in uses:
+                if kind == "type":
+                    edits.append(ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(name)),
+                                                                   cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))]))
+                    continue
+                args = _constructor(a, site)
+                if args is None:
+                    return display(f"the argument of `{target}(...)` on line {ctx.start(site.node)[0]} may be "
+                                   "a size or data")
+                factory, lead = args
+                edits.append(ctx.replace(site.node, f"{torch}.{factory}({lead}{', ' if lead else ''}"
+                                                    f"dtype={torch}.{dtype}, device={name})"))
+            library = scope.kind == "module" and not a.devices.is_script
+            if library and not target.startswith("_"):
+                why = why or f"other modules may import `{target}`: this file looks like a library module"
+            message = (f"Replace the alias by `{name}` and pass `dtype={torch}.{dtype}, device={name}` where it is used"
+                       + (f" ({why})" if why else ""))
+            return Fix(Applicability.UNSAFE if why else Applicability.SAFE, message, tuple(edits), frozenset({name}))
+
+        exact = build(choice)
+        fallback = f'{torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
+        if (exact.applicability is Applicability.DISPLAY or _squash(choice) != _squash(f'{torch}.device("cuda")')
+                or (scope.kind == "module" and not a.devices.is_script) or a.process.env_writes):
+            return ctx.guarded(exact)
+        # an unconditional CUDA alias in a script (or a function): `--unsafe-fixes` makes
+        # the device fall back to the CPU, as a definition where the script starts does
+        unsafe = build(fallback)
+        if unsafe.applicability is Applicability.DISPLAY or unsafe.edits == exact.edits:
+            return ctx.guarded(exact)
+        return ctx.guarded(Fix(Applicability.UNSAFE, unsafe.message + " (the device falls back to the CPU)",
+                               unsafe.edits, unsafe.defines, safe=exact if exact.applicability is
+                               Applicability.SAFE else None))
 
     def _fix(self, ctx: Context, site: CallSite, kind: str, dtype: str, anchor: int) -> Fix:
         a = ctx.analysis
@@ -303,6 +332,12 @@ class LegacyCudaTensorType(Rule):
         defined = bool(edits)  # a definition where the script starts: `fix` alone makes it exact
         edit, what = rewrite(device)
         message = f"Use {what}" + (f" ({why})" if why else "")
+        local, local_edits, local_why = (ctx.local_device_definition(site) if device == '"cuda"'
+                                         and a.devices.entry_point(anchor) is None else (None, [], ""))
+        if local is not None:  # a library module: the function's own device (unsafe); `fix` alone keeps "cuda"
+            moved, where = rewrite(local)
+            return ctx.guarded(Fix(Applicability.UNSAFE, f"Use {where} ({local_why})", tuple(local_edits) + (moved,),
+                                   safe=Fix(Applicability.SAFE, message, (edit,))))
         if defined:
             return ctx.guarded(ctx.defined_device_fix(
                 applicability, message, f'Use {what} (`{device} = torch.device("cuda")` defined where the script '

@@ -180,6 +180,9 @@ class BareCudaCall(Rule):
             defines: frozenset = frozenset()
             exact: bool = False  # a definition `fix` alone may make exact (no CPU fallback)
             forward = analysis.devices.forward_input(site) if verdict.device is None else None
+            # unsafe whatever the receiver (the input's device, a function's own fallback):
+            # the whole-run index, which can prove a receiver, cannot help (not worth a pass)
+            settled = forward is not None
             if verdict.device is not None:  # an exact current device in scope
                 device_code = verdict.device.code
                 applicability = Applicability.UNSAFE if reasons else Applicability.SAFE
@@ -196,7 +199,7 @@ class BareCudaCall(Rule):
                 if name is None:
                     applicability, reasons = Applicability.DISPLAY, [f"display only: {why}"]
                 elif local:  # no `defines`: one function's own name, no other fix binds it
-                    applicability = Applicability.UNSAFE
+                    applicability, settled = Applicability.UNSAFE, True
                     reasons.insert(0, why)
                 else:
                     defines = frozenset({name})
@@ -228,7 +231,7 @@ class BareCudaCall(Rule):
                     "starts: the device `.cuda()` uses, at each use)", edits, anchor, (move,), device_code)
             else:
                 fix = Fix(applicability, message, tuple(edits) + (move,), defines,
-                          frozenset({"receiver"}) if UNPROVEN_RECEIVER in reasons else frozenset())
+                          frozenset({"receiver"}) if UNPROVEN_RECEIVER in reasons and not settled else frozenset())
             yield ctx.violation(
                 call,
                 "`.cuda()` without a device uses the implicit current device (cuda:0 unless something "

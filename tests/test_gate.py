@@ -35,6 +35,14 @@ TEXTS += [
     "import torch\nfrom detectron2.engine import launch as go\ndef main():\n    torch.zeros(1).cuda(0)\ngo(main, 2)\n",
     "import torch\nimport deepspeed\ndeepspeed.init_distributed()\nx = torch.zeros(1).cuda(0)\n",
     "import torch\nimport horovod.torch as hvd\nx = torch.zeros(1, device='cuda:0')\nprint(hvd.local_rank())\n",
+    # the call shapes the finer tokens read: explicit and implicit devices, map_location
+    # by keyword, by position and through **kwargs, context managers entered or not
+    "import torch\nx = torch.zeros(1).cuda(None, True)\ny = torch.zeros(1).cuda(device=None)\n",
+    "import torch\nx = torch.zeros(1).cuda(0)\ny = torch.zeros(1).cuda(device=d)\nz = m.cuda(*a)\nw = m.cuda(**k)\n",
+    "import torch\na = torch.load(p, 'cpu')\nb = torch.load(p, map_location=None)\nc = torch.load(**kw)\n",
+    "import torch as th\nfrom torch.hub import load_state_dict_from_url as get\nsd = get(url, 'd', 'cpu')\n"
+    "sd2 = get(url, 'd')\nm = th.jit.load(f)\n",
+    "import torch\nwith torch.cuda.device(1):\n    pass\nctx = torch.cuda.device(1)\n(torch.cuda.device(0))\n",
 ]
 
 
@@ -82,6 +90,25 @@ def test_words_are_code_tokens():
     assert words.has("str~CUDA_VISIBLE_DEVICES") and words.has("str^0") and not words.has("str^nothing")
     assert words.satisfies(()) and words.satisfies((("call:cuda", "name:nothing"), ("name:T",)))
     assert not words.satisfies((("call:cuda",), ("name:nothing",)))
+
+
+def test_call_shape_tokens():
+    """``bare:`` (a method called with no device), ``stmt:`` (a call as a statement) and
+    ``nomap@N:`` (a loader call without map_location), with the module's imports."""
+    words = CodeWords(ast.parse(
+        "import torch as th\nfrom torch import load as tload\nfrom torch.cuda import device\n"
+        "x.cuda(0)\ny.cuda(device=d)\nz.cuda(*a)\nw = th.load(p, 'cpu')\nv = tload(p, map_location=m)\n"
+        "u = th.load(**kw)\nwith device(1):\n    ctx = th.cuda.device(0)\n"))
+    assert words.has("call:cuda") and not words.has("bare:cuda")
+    assert not words.has("nomap@1:torch.load") and not words.has("stmt:torch.cuda.device")
+    words = CodeWords(ast.parse(
+        "import torch as th\nfrom torch import load as tload\nfrom torch.cuda import device\n"
+        "x.cuda(None, True)\nv = tload(p)\ndevice(1)\n"))
+    assert words.has("bare:cuda") and words.has("nomap@1:torch.load") and words.has("stmt:torch.cuda.device")
+    assert not words.has("nomap@1:torch.jit.load") and not words.has("stmt:torch.load")
+    words = CodeWords(ast.parse("import torch\nsd = torch.hub.load_state_dict_from_url(u, d)\n"))
+    assert words.has("nomap@2:torch.hub.load_state_dict_from_url")
+    assert not words.has("nomap@1:torch.hub.load_state_dict_from_url")
 
 
 def test_every_rule_declares_a_well_formed_gate():

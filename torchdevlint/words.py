@@ -17,6 +17,13 @@ one of its tokens). A token is one of:
 - ``str^PREFIX`` / ``str~PART``: a string constant that starts with PREFIX / contains
   PART (constants of up to 200 characters: device strings and environment keys, not
   docstrings);
+- ``bare:NAME``: a call of a method NAME with no device: no positional argument (or
+  ``None``), no ``device=`` but ``None``, no ``*args``/``**kwargs`` (``x.cuda()``,
+  ``x.cuda(non_blocking=True)``; not ``x.cuda(0)``), as ``facts.is_bare_cuda`` reads it;
+- ``stmt:DOTTED``: a call that is a statement of its own and whose function may resolve
+  to DOTTED (as ``qual:`` resolves);
+- ``nomap@N:DOTTED``: a call whose function may resolve to DOTTED, with neither
+  ``map_location=`` nor more than N positional arguments, nor ``*args``/``**kwargs``;
 - ``text:TEST``: the module's text passes ``TEXT_TESTS[TEST]`` (for what the analysis
   itself reads from text, comments included: the rank markers of a per-rank script).
   The same tests serve the prefilter as ``@TEST`` triggers (see ``catalogue.passes``).
@@ -80,7 +87,8 @@ TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _
 class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
-    __slots__ = ("called", "names", "strings", "_imports", "_ids", "_attributes", "_quals", "_text")
+    __slots__ = ("called", "names", "strings", "bare", "_imports", "_ids", "_attributes", "_quals", "_text",
+                 "_statements", "_unmapped", "_call_quals")
 
     def __init__(self, tree: ast.AST, text: Optional[str] = None):
         called: Set[str] = set()
@@ -89,6 +97,9 @@ class CodeWords:
         ids: Set[str] = set()  # the bare names (``Name`` nodes), for qualified names
         attributes: List[ast.Attribute] = []
         imports: List[ast.AST] = []
+        bare: Set[str] = set()
+        statements: List[ast.AST] = []  # the functions of calls that are statements
+        unmapped: List[Tuple[ast.AST, int]] = []  # calls without map_location: (function, positionals)
         for node in ast.walk(tree):  # the one walk: qualified names are resolved from what it keeps
             kind = type(node)
             if kind is ast.Name:
@@ -97,9 +108,20 @@ class CodeWords:
                 names.add(node.attr)  # type: ignore[attr-defined]
                 attributes.append(node)  # type: ignore[arg-type]
             elif kind is ast.Call:
-                last = _last(node.func)  # type: ignore[attr-defined]
+                func = node.func  # type: ignore[attr-defined]
+                last = _last(func)
                 if last:
                     called.add(last)
+                args, keywords = node.args, node.keywords  # type: ignore[attr-defined]
+                if any(type(a) is ast.Starred for a in args) or any(k.arg is None for k in keywords):
+                    continue  # *args / **kwargs may carry anything
+                if type(func) is ast.Attribute and _no_device(args, keywords):
+                    bare.add(last)
+                if not any(k.arg == "map_location" for k in keywords):
+                    unmapped.append((func, len(args)))
+            elif kind is ast.Expr:
+                if type(node.value) is ast.Call:  # type: ignore[attr-defined]
+                    statements.append(node.value.func)  # type: ignore[attr-defined]
             elif kind is ast.Constant:
                 value = node.value  # type: ignore[attr-defined]
                 if type(value) is str and len(value) <= _LONGEST:
@@ -122,8 +144,11 @@ class CodeWords:
         self.called: FrozenSet[str] = frozenset(called)
         self.names: FrozenSet[str] = frozenset(names)
         self.strings: FrozenSet[str] = frozenset(strings)
+        self.bare: FrozenSet[str] = frozenset(bare)
         self._imports, self._ids, self._attributes = imports, ids, attributes
+        self._statements, self._unmapped = statements, unmapped
         self._quals: Optional[FrozenSet[str]] = None
+        self._call_quals: Dict[str, FrozenSet[str]] = {}
         self._text = text  # None: text tests cannot rule anything out
 
     @property
@@ -144,6 +169,13 @@ class CodeWords:
             return any(token[5:] in n for n in self.names)
         if token.startswith("qual:"):
             return token[5:] in self.quals
+        if token.startswith("bare:"):
+            return token[5:] in self.bare
+        if token.startswith("stmt:"):
+            return token[5:] in self._quals_of("stmt", self._statements)
+        if token.startswith("nomap@"):
+            most, _, qual = token[6:].partition(":")
+            return qual in self._quals_of(f"nomap@{most}", [f for f, n in self._unmapped if n <= int(most)])
         if token.startswith("str^"):
             return any(s.startswith(token[4:]) for s in self.strings)
         if token.startswith("str~"):
@@ -154,6 +186,13 @@ class CodeWords:
                 raise ValueError(f"unknown text test in gate token {token!r}")
             return self._text is None or test(self._text)
         raise ValueError(f"unknown gate token {token!r}")
+
+    def _quals_of(self, key: str, funcs: List[ast.AST]) -> FrozenSet[str]:
+        """The qualified names these call functions may resolve to (computed once per kind)."""
+        if key not in self._call_quals:
+            self._call_quals[key] = _qualnames(self._imports, {f.id for f in funcs if type(f) is ast.Name},  # type: ignore[attr-defined]
+                                               [f for f in funcs if type(f) is ast.Attribute])  # type: ignore[misc]
+        return self._call_quals[key]
 
     def satisfies(self, needs: Needs) -> bool:
         """Every group has one of its tokens (no groups: always)."""
@@ -192,6 +231,15 @@ def _qualnames(import_nodes: List[ast.AST], ids: Set[str], attributes: List[ast.
             for target in imports[expr.id]:  # type: ignore[attr-defined]
                 out.add(canonical(f"{target}.{tail}"))
     return frozenset(out)
+
+
+def _no_device(args: List[ast.expr], keywords: List[ast.keyword]) -> bool:
+    """No device among a call's arguments: no first positional but ``None``, no
+    ``device=`` but ``None`` (what ``facts.is_bare_cuda`` accepts)."""
+    def none(expr: ast.expr) -> bool:
+        return type(expr) is ast.Constant and expr.value is None  # type: ignore[attr-defined]
+
+    return (not args or none(args[0])) and all(k.arg != "device" or none(k.value) for k in keywords)
 
 
 def _last(func: ast.AST) -> str:

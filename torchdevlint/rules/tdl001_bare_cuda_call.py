@@ -14,7 +14,7 @@ class BareCudaCall(Rule):
     name = "bare-cuda-call"
     summary = "`.cuda()` without a device moves to the implicit current device"
     triggers = (".cuda(",)
-    needs = (("call:cuda",),)  # the gate on the code: a call of a `cuda` method
+    needs = (("bare:cuda",),)  # the gate on the code: a `cuda` method called with no device
     fixable = "always"
     fix_summary = ('`.to(device)` (safe with an exact device in scope, or with a script device defined as '
                    '`torch.device("cuda")`; a CPU fallback is unsafe; in a library module, defined in the '

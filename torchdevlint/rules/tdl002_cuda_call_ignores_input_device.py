@@ -14,7 +14,7 @@ class CudaCallIgnoresInputDevice(Rule):
     name = "cuda-call-ignores-input-device"
     summary = "a new tensor moved with `.cuda()` while an input's device is at hand"
     triggers = (".cuda(",)
-    needs = (("call:cuda",),)  # the gate on the code: a call of a `cuda` method
+    needs = (("bare:cuda",),)  # the gate on the code: a `cuda` method called with no device
     fixable = "sometimes"
     fix_summary = '`.to(<input>.device)` (unsafe)'
     what = """

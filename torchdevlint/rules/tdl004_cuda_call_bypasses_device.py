@@ -13,7 +13,7 @@ class CudaCallBypassesDevice(Rule):
     name = "cuda-call-bypasses-device"
     summary = "`.cuda()` ignores the device the code already chose"
     triggers = (".cuda(",)
-    needs = (("call:cuda",),)  # the gate on the code: a call of a `cuda` method
+    needs = (("bare:cuda",),)  # the gate on the code: a `cuda` method called with no device
     fixable = "always"
     fix_summary = '`.to(<that device>)` (unsafe)'
     what = """

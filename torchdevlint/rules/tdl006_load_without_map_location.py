@@ -25,7 +25,8 @@ class LoadWithoutMapLocation(Rule):
     summary = "`torch.load` without `map_location` restores tensors onto the GPU they were saved from"
     triggers = ("@load",)  # the word `load` after a dot or in an import list (see catalogue)
     also_requires = ("torch",)
-    needs = (tuple(f"qual:{q}" for q in LOADERS),)  # the gate on the code: one of the loaders
+    # the gate on the code: a call of one of the loaders that passes no map_location
+    needs = (tuple(f"nomap@{position}:{q}" for q, position in LOADERS.items()),)
     fixable = "sometimes"
     fix_summary = ('`map_location=<device in scope>`, `"cpu"` for state dicts and CPU-only scripts, or a '
                    'script\'s device (unsafe); display in library modules')

@@ -15,7 +15,7 @@ class DeviceContextNotEntered(Rule):
     summary = "`torch.cuda.device(i)` is a context manager: called alone it does nothing"
     # every import form of torch.cuda.device / device_of / accelerator.device_index
     triggers = ("cuda.device(", "device_of(", "device_index(", "from torch.cuda import", "torch.cuda as")
-    needs = (tuple(f"qual:{q}" for q in sorted(N.DEVICE_CONTEXTS)),)  # the gate on the code
+    needs = (tuple(f"stmt:{q}" for q in sorted(N.DEVICE_CONTEXTS)),)  # the gate: one called as a statement
     fixable = "never"
     fix_summary = 'display'
     what = """

@@ -134,13 +134,16 @@ def pick_file(root: Path, lines: int = 300) -> Path:
 
 
 def many_findings(folder: Path, n: int = 1000) -> tuple:
-    """A script with ``n`` bare ``.cuda()`` findings, and the same script with none
-    (``.cuda(0)``: the same code through the same pipeline, nothing to report)."""
-    head = "import torch\n\n\ndef main(x):\n"
+    """A script with ``n`` bare ``.cuda()`` findings, and the same script with none: the
+    same calls inside ``with torch.cuda.device(0):``, where each is what the block chose
+    (the same code through the same pipeline -- the gate, LibCST, the analysis and every
+    verdict -- with nothing to report; ``.cuda(0)`` would now stop at the gate)."""
+    head = "import torch\n\n\ndef main(x):\n    with torch.cuda.device(0):\n"
     tail = "\n\nif __name__ == '__main__':\n    main(torch.zeros(1))\n"
     many, none = folder / "many_findings.py", folder / "no_findings.py"
-    many.write_text(head + "".join(f"    y{i} = x.cuda()\n" for i in range(n)) + tail)
-    none.write_text(head + "".join(f"    y{i} = x.cuda(0)\n" for i in range(n)) + tail)
+    many.write_text(head.replace("with torch.cuda.device(0)", "if x is not None") +
+                    "".join(f"        y{i} = x.cuda()\n" for i in range(n)) + tail)
+    none.write_text(head + "".join(f"        y{i} = x.cuda()\n" for i in range(n)) + tail)
     return many, none
 
 
@@ -181,7 +184,7 @@ def main() -> int:
     one = pick_file(fairseq)
     many, none = many_findings(cache_home)
     print(f"one file: {one.relative_to(src)} ({one.read_text(encoding='utf-8', errors='replace').count(chr(10))} "
-          "lines); many findings: 1,000 bare .cuda() in one function, against the same with .cuda(0)")
+          "lines); many findings: 1,000 bare .cuda() in one function, against the same in a `with torch.cuda.device(0):`")
     tdl = [PY, "-m", "torchdevlint", "check", str(src), "-q", "--exit-zero", "--jobs", str(args.jobs)]
     check_one = [PY, "-m", "torchdevlint", "check", "-q", "--exit-zero", "--no-cache"]
     commands = {

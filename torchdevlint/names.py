@@ -73,6 +73,9 @@ TO_THREAD = "asyncio.to_thread"
 # process's device before calling the function (detectron2's launch, fairseq's
 # call_main/distributed_main set_device(local_rank) first).
 BINDING_LAUNCHERS = frozenset({"launch", "call_main", "distributed_main", "launch_job"})
+# launchers that call their function with the process index (the local rank) first
+INDEX_LAUNCHERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+                             "torch.multiprocessing.spawn.spawn", "torch.multiprocessing.spawn.start_processes"})
 LAUNCHERS = BINDING_LAUNCHERS | frozenset({"elastic_launch", "start_processes", "spawn",
                                            "run_distributed", "launch_processes"})
 # What a script launched once per rank reads (torchrun's environment, --local_rank, horovod)

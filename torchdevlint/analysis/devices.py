@@ -61,6 +61,7 @@ class DeviceFacts:
         self._entries: Dict[int, Optional[str]] = {}
         self._flags: Dict[str, Tuple[str, ...]] = {}  # flag -> the values of its assignments
         self._first_call_into: Dict[Tuple[object, object], Optional[int]] = {}
+        self._reach_of: Dict[object, Set[object]] = {}  # per-process root -> what it runs
 
     # ------------------------------------------------------------ per-process code
     @cached_property
@@ -91,9 +92,38 @@ class DeviceFacts:
                     roots.setdefault(fn.node, "an RPC worker")
         out: Dict[object, str] = {}
         for root, why in roots.items():
-            for node in self.flow.reach({root}, upward=False):
+            reach = self.flow.reach({root}, upward=False)
+            self._reach_of[root] = reach
+            for node in reach:
                 if node is not None:
                     out.setdefault(node, why)
+        return out
+
+    def spawn_root(self, site: CallSite) -> Optional[FunctionInfo]:
+        """The one per-process function that runs ``site`` (itself or through what it
+        calls), when it is a plain function handed to ``torch.multiprocessing.spawn`` /
+        ``start_processes``: those call it with the process index first, the local rank.
+        None when another per-process entry reaches the site too, or none does."""
+        owner = self._owner(site)
+        if owner not in self.per_process:
+            return None
+        roots = [root for root, reach in self._reach_of.items() if owner in reach]
+        if len(roots) != 1 or roots[0] not in self._index_targets:
+            return None
+        fn = self.a.functions.get(roots[0])
+        if fn is None or fn.klass is not None or not fn.params or not isinstance(fn.node, cst.FunctionDef):
+            return None
+        return fn
+
+    @cached_property
+    def _index_targets(self) -> Set[object]:
+        """Functions handed to a launcher that calls them with the process index first."""
+        out: Set[object] = set()
+        for site in self.a.calls:
+            if site.qualname in N.INDEX_LAUNCHERS and site.node.args and site.node.args[0].keyword is None:
+                fn = self.a.local_function(site.node.args[0].value, site.scope)
+                if fn is not None:
+                    out.add(fn.node)
         return out
 
     @cached_property

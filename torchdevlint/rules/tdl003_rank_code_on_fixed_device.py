@@ -9,8 +9,8 @@ import libcst as cst
 
 from .. import names as N
 from ..analysis import CallSite
-from ..model import Applicability, Fix, Violation
-from .base import Context, Example, Rule, Uninsertable
+from ..model import Applicability, Edit, Fix, Violation
+from .base import Context, Example, Rule, Uninsertable, _is_docstring
 
 
 class RankCodeOnFixedDevice(Rule):
@@ -32,7 +32,8 @@ class RankCodeOnFixedDevice(Rule):
                      "local-rank", "init_process_group", "init_device_mesh", "init_distributed",
                      "launch", "call_main", "distributed_main", "init_rpc", "start_processes")
     fixable = "sometimes"
-    fix_summary = '`torch.device("cuda", local_rank)` (unsafe) or display'
+    fix_summary = ('`torch.device("cuda", local_rank)`, or binding the rank\'s GPU in the spawned worker '
+                   '(unsafe); else display')
     what = """
         Code that runs once per process, rank or worker — an `mp.spawn`/`Process` target,
         a function handed to a launcher (`elastic_launch`, `start_processes`, `spawn`), an
@@ -68,8 +69,14 @@ class RankCodeOnFixedDevice(Rule):
         When the code names the local rank (a `local_rank` variable, `args.local_rank`,
         the index an `mp.spawn` target receives, `LOCAL_RANK` from the launcher), the fix
         names the rank's device `torch.device("cuda", <local rank>)` at the site:
-        **unsafe**, it changes placement (which is the point). Otherwise display only:
-        bind the rank's device first.
+        **unsafe**, it changes placement (which is the point). When no rank is in scope
+        at a bare `.cuda()` (a helper, a class the worker builds) but a single
+        `mp.spawn`/`start_processes` target runs it, that target receives the local rank
+        first: the fix binds each process's GPU as the target's first statement (`if
+        torch.cuda.is_available(): torch.cuda.set_device(rank % torch.cuda.device_count())`)
+        and moves to the script's device (CPU fallback; in a library module, the
+        function's own), which then resolves to that GPU: **unsafe**. Otherwise display
+        only: bind the rank's device first.
     """
     VALID = (
         "import torch\nimport torch.multiprocessing as mp\n"
@@ -95,6 +102,25 @@ class RankCodeOnFixedDevice(Rule):
             "x = torch.zeros(2, device='cuda:0')\n",
             "import os\nimport torch\nlocal_rank = int(os.environ['LOCAL_RANK'])\n"
             "x = torch.zeros(2, device=torch.device(\"cuda\", local_rank))\n",
+        ),
+        # no rank at the site, but one spawned worker runs it: bind each process's GPU there
+        Example(
+            "import torch\nimport torch.multiprocessing as mp\nclass Net:\n    def __init__(self):\n"
+            "        self.w = torch.zeros(3).cuda()\ndef worker(rank, n):\n    \"\"\"One rank.\"\"\"\n"
+            "    return Net()\nif __name__ == '__main__':\n    mp.spawn(worker, args=(3,), nprocs=2)\n",
+            "import torch\nimport torch.multiprocessing as mp\n"
+            'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+            "class Net:\n    def __init__(self):\n"
+            "        self.w = torch.zeros(3).to(device)\ndef worker(rank, n):\n    \"\"\"One rank.\"\"\"\n"
+            "    if torch.cuda.is_available():  # each spawned process on its own GPU\n"
+            "        torch.cuda.set_device(rank % torch.cuda.device_count())\n"
+            "    return Net()\nif __name__ == '__main__':\n    mp.spawn(worker, args=(3,), nprocs=2)\n",
+        ),
+        # ... not when two per-process entries reach it (which one's rank?)
+        Example(
+            "import torch\nimport torch.multiprocessing as mp\ndef build():\n    return torch.zeros(3).cuda()\n"
+            "def a(rank):\n    return build()\ndef b(rank):\n    return build()\n"
+            "if __name__ == '__main__':\n    mp.spawn(a, nprocs=2)\n    mp.spawn(b, nprocs=2)\n",
         ),
         Example(
             "import torch\nfrom torch.distributed.elastic.multiprocessing import start_processes\n"
@@ -126,7 +152,8 @@ class RankCodeOnFixedDevice(Rule):
     def _fix(self, ctx: Context, site: CallSite, node: cst.CSTNode, rank: Optional[str], bare: bool) -> Fix:
         advice = "bind the rank's device first (`torch.cuda.set_device(local_rank)`) or name it"
         if rank is None:
-            return Fix(Applicability.DISPLAY, f"Not rewritten: no local rank in scope; {advice}")
+            bound = self._bind_in_worker(ctx, site, node) if bare else None
+            return bound or Fix(Applicability.DISPLAY, f"Not rewritten: no local rank in scope; {advice}")
         try:
             torch, edits = ctx.torch_for(site)
         except Uninsertable as exc:
@@ -137,3 +164,37 @@ class RankCodeOnFixedDevice(Rule):
         else:
             edits.append(ctx.replace(node, device))
         return Fix(Applicability.UNSAFE, f"Use the rank's device `{device}`", tuple(edits))
+
+    def _bind_in_worker(self, ctx: Context, site: CallSite, node: cst.CSTNode) -> Optional[Fix]:
+        """No rank where the `.cuda()` is (a helper, a class the worker builds), but one
+        ``mp.spawn`` target runs it, and receives the local rank first: bind each process's
+        GPU there, first thing (guarded, so that a CPU-only machine skips it; modulo the
+        GPU count, so that more processes than GPUs share them as before rather than
+        fail), and move to the script's device, which then resolves to that GPU (and
+        falls back to the CPU). Every site under that worker shares the two insertions."""
+        a = ctx.analysis
+        worker = a.devices.spawn_root(site)
+        torch = a.torch_alias
+        if worker is None or torch is None or a.guarded_torch_import is not None or ctx.module_query_hazard():
+            return None
+        anchor = min(s.order for s, _ in a.devices.sites(self.code))
+        name, definition, why = ctx.device_definition(anchor)
+        defines = frozenset({name}) if name is not None else frozenset()  # a function's own: no other fix binds it
+        if name is None:
+            name, definition, why = ctx.local_device_definition(site)
+        body = worker.node.body
+        if name is None or not isinstance(body, cst.IndentedBlock):
+            return None
+        stmts = list(body.body)
+        first = stmts[1] if len(stmts) > 1 and _is_docstring(stmts[0]) else stmts[0]
+        line = a.range(first).start.line
+        text = a.lines[line - 1]
+        indent = text[:len(text) - len(text.lstrip())]
+        rank, newline = worker.params[0], a.module.default_newline
+        binding = (f"{indent}if {torch}.cuda.is_available():  # each spawned process on its own GPU{newline}"
+                   f"{indent}    {torch}.cuda.set_device({rank} % {torch}.cuda.device_count()){newline}")
+        edits = [Edit((line, 0), (line, 0), binding)] + list(definition) + [ctx.cuda_to_device(node, name)]
+        return Fix(Applicability.UNSAFE,
+                   f"Bind each process's GPU first in `{worker.name}` (`torch.cuda.set_device({rank} % "
+                   f"torch.cuda.device_count())`, its first parameter is the local rank) and use `.to({name})` "
+                   f"({why})", tuple(edits), defines)

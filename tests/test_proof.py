@@ -42,10 +42,6 @@ EXPECTATIONS = {
     # the rank's device is a CUDA device by design (no CPU fallback for per-rank GPU code)
     "tdl003/spawn_worker.py": {"fixed_runs_on_cpu": False},
     "tdl003/torchrun_literal_device.py": {"fixed_runs_on_cpu": False},
-    "tdl003/rpc_trainer.py": {"fixed_runs_on_cpu": False},
-    # CPU torch can only write CPU checkpoints, so the same run's load works there too;
-    # the simulator shows the placement (saved on cuda:0, loaded back there or mapped)
-    "tdl006/resume_checkpoint.py": {"original_fails_on_cpu": False},
     # the aliases and `.cuda()` calls follow a `cuda = torch.cuda.is_available()` flag:
     # the script ran on CPU before too; the simulator shows the same placement after
     "tdl005/cgan_alias_idiom.py": {"original_fails_on_cpu": False},

@@ -242,18 +242,26 @@ class Context:
             return None, [], f"{library} (and no module-level `import torch` for a definition in the function)"
         if any("jit" in a.code(d.decorator) for d in fn.decorators):  # TorchScript: leave it as it is
             return None, [], f"{library} (and the function is compiled by TorchScript)"
-        if not isinstance(fn.body, cst.IndentedBlock):
+        head = self.function_head(fn)
+        if head is None:
             return None, [], f"{library} (and the function's body is on its `def` line)"
-        body = list(fn.body.body)
-        first = body[1] if _is_docstring(body[0]) and len(body) > 1 else body[0]
-        line = a.range(first).start.line
-        text = a.lines[line - 1]
-        indent = text[:len(text) - len(text.lstrip())]
+        line, indent = head
         name = a.free_name(a.device_name)
         definition = f'{indent}{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
         return name, [Edit((line, 0), (line, 0), definition + a.module.default_newline)], (
             "a device defined in the function (falls back to the CPU): a library module gets no "
             "device at import")
+
+    def function_head(self, fn: cst.FunctionDef) -> Optional[Tuple[int, str]]:
+        """Where a line goes to run first in ``fn``: the line of its first statement after
+        the docstring, and that statement's indentation; None for a body on the ``def`` line."""
+        if not isinstance(fn.body, cst.IndentedBlock):
+            return None
+        body = list(fn.body.body)
+        first = body[1] if _is_docstring(body[0]) and len(body) > 1 else body[0]
+        line = self.analysis.range(first).start.line
+        text = self.analysis.lines[line - 1]
+        return line, text[:len(text) - len(text.lstrip())]
 
     def defined_device_fix(self, applicability: Applicability, message: str, safe_message: str,
                            definition: List[Edit], anchor: int, edits: Sequence[Edit], name: str) -> Fix:

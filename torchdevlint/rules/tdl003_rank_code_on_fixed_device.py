@@ -10,7 +10,7 @@ import libcst as cst
 from .. import names as N
 from ..analysis import CallSite
 from ..model import Applicability, Edit, Fix, Violation
-from .base import Context, Example, Rule, Uninsertable, _is_docstring
+from .base import Context, Example, Rule, Uninsertable
 
 
 class RankCodeOnFixedDevice(Rule):
@@ -182,14 +182,10 @@ class RankCodeOnFixedDevice(Rule):
         defines = frozenset({name}) if name is not None else frozenset()  # a function's own: no other fix binds it
         if name is None:
             name, definition, why = ctx.local_device_definition(site)
-        body = worker.node.body
-        if name is None or not isinstance(body, cst.IndentedBlock):
+        head = ctx.function_head(worker.node)  # type: ignore[arg-type]
+        if name is None or head is None:
             return None
-        stmts = list(body.body)
-        first = stmts[1] if len(stmts) > 1 and _is_docstring(stmts[0]) else stmts[0]
-        line = a.range(first).start.line
-        text = a.lines[line - 1]
-        indent = text[:len(text) - len(text.lstrip())]
+        line, indent = head
         rank, newline = worker.params[0], a.module.default_newline
         binding = (f"{indent}if {torch}.cuda.is_available():  # each spawned process on its own GPU{newline}"
                    f"{indent}    {torch}.cuda.set_device({rank} % {torch}.cuda.device_count()){newline}")

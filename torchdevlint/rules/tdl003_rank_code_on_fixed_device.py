@@ -179,8 +179,8 @@ class RankCodeOnFixedDevice(Rule):
             return None
         anchor = min(s.order for s, _ in a.devices.sites(self.code))
         name, definition, why = ctx.device_definition(anchor)
-        defines = frozenset({name}) if name is not None else frozenset()  # a function's own: no other fix binds it
-        if name is None:
+        defines = frozenset({name}) if name is not None else frozenset()
+        if name is None:  # a library module: the function's own device (no other fix binds that name)
             name, definition, why = ctx.local_device_definition(site)
         head = ctx.function_head(worker.node)  # type: ignore[arg-type]
         if name is None or head is None:

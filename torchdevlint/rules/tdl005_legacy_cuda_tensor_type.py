@@ -64,7 +64,8 @@ class LegacyCudaTensorType(Rule):
         spells `device="cuda"` (safe). With `torch.device("cuda")` in scope (or no device at all in
         a library module, where the fix spells `device="cuda"`) the rewrite is exactly
         the old behaviour: **safe**; in a library module's function `fix --unsafe-fixes`
-        defines the device there instead, with the CPU fallback (**unsafe**; as TDL001). With another device in scope it is **unsafe**. When
+        defines the device there instead, with the CPU fallback (**unsafe**; as TDL001).
+        With another device in scope it is **unsafe**. When
         nothing names a device, a script gets one definition where it starts, shared
         with TDL001: `fix` defines `torch.device("cuda")` (**safe**: the current device,
         as the CUDA type used), `fix --unsafe-fixes` the CPU fallback (**unsafe**: that is
@@ -259,6 +260,8 @@ class LegacyCudaTensorType(Rule):
         uses, other = _alias_uses(a, scope, target, stmt.body[0].targets[0].target)  # type: ignore[attr-defined]
         if other is not None:
             return display(f"`{target}` is also used otherwise on line {ctx.start(other)[0]}")
+        library = scope.kind == "module" and not a.devices.is_script  # the alias is a public name
+
         def build(choice: str) -> Fix:
             name, head, why = _alias_definition(a, scope, stmt, choice)
             edits: List[Edit] = [head] if head is not None else []
@@ -279,7 +282,6 @@ class LegacyCudaTensorType(Rule):
                 factory, lead = args
                 edits.append(ctx.replace(site.node, f"{torch}.{factory}({lead}{', ' if lead else ''}"
                                                     f"dtype={torch}.{dtype}, device={name})"))
-            library = scope.kind == "module" and not a.devices.is_script
             if library and not target.startswith("_"):
                 why = why or f"other modules may import `{target}`: this file looks like a library module"
             message = (f"Replace the alias by `{name}` and pass `dtype={torch}.{dtype}, device={name}` where it is used"
@@ -289,7 +291,7 @@ class LegacyCudaTensorType(Rule):
         exact = build(choice)
         fallback = f'{torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
         if (exact.applicability is Applicability.DISPLAY or _squash(choice) != _squash(f'{torch}.device("cuda")')
-                or (scope.kind == "module" and not a.devices.is_script) or a.process.env_writes):
+                or library or a.process.env_writes):
             return ctx.guarded(exact)
         # an unconditional CUDA alias in a script (or a function): `--unsafe-fixes` makes
         # the device fall back to the CPU, as a definition where the script starts does

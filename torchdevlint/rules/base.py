@@ -19,6 +19,11 @@ from ..words import Needs
 from ..model import Applicability, Edit, Fix, Position, Violation
 
 
+# why a library module (no script entry point) gets no module-level device definition
+_LIBRARY = ("this looks like a library module (no script entry point): a device defined at import "
+            "would query CUDA in every importer; pass a device in")
+
+
 class Uninsertable(Exception):
     """No place in the module where inserted lines would run as the fix needs (the
     reason is the message): the fix becomes display-only."""
@@ -192,8 +197,7 @@ class Context:
     def _device_definition(self, anchor: int, exact: bool) -> Tuple[Optional[str], List[Edit], str]:
         a = self.analysis
         if a.devices.entry_point(anchor) is None:
-            return None, [], ("this looks like a library module (no script entry point): a device "
-                              "defined at import would query CUDA in every importer; pass a device in")
+            return None, [], _LIBRARY
         name = a.free_name(a.device_name)
         torch = a.torch_alias or "torch"
         fallback = f'{torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
@@ -222,29 +226,27 @@ class Context:
         scope = site.scope
         while scope is not None and not (scope.function is not None and isinstance(scope.node, cst.FunctionDef)):
             scope = scope.parent
-        library = ("this looks like a library module (no script entry point): a device defined at "
-                   "import would query CUDA in every importer; pass a device in")
         if scope is None:
-            return None, [], library
+            return None, [], _LIBRARY
         memo = a.memo.setdefault("local_device_definition", {})
         if scope.node not in memo:
-            memo[scope.node] = self._local_device_definition(scope.node, library)
+            memo[scope.node] = self._local_device_definition(scope.node)
         name, edits, why = memo[scope.node]
         return name, list(edits), why
 
-    def _local_device_definition(self, fn: cst.FunctionDef, library: str) -> Tuple[Optional[str], List[Edit], str]:
+    def _local_device_definition(self, fn: cst.FunctionDef) -> Tuple[Optional[str], List[Edit], str]:
         a = self.analysis
         hazard = self.module_query_hazard()
         if hazard:
             return None, [], hazard
         torch = a.torch_alias
         if torch is None or a.guarded_torch_import is not None:
-            return None, [], f"{library} (and no module-level `import torch` for a definition in the function)"
+            return None, [], f"{_LIBRARY} (and no module-level `import torch` for a definition in the function)"
         if any("jit" in a.code(d.decorator) for d in fn.decorators):  # TorchScript: leave it as it is
-            return None, [], f"{library} (and the function is compiled by TorchScript)"
+            return None, [], f"{_LIBRARY} (and the function is compiled by TorchScript)"
         head = self.function_head(fn)
         if head is None:
-            return None, [], f"{library} (and the function's body is on its `def` line)"
+            return None, [], f"{_LIBRARY} (and the function's body is on its `def` line)"
         line, indent = head
         name = a.free_name(a.device_name)
         definition = f'{indent}{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'

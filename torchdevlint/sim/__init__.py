@@ -313,6 +313,10 @@ class Simulator:
             for index in (range(st.gpus) if every else [current_device()]):
                 generator(index).manual_seed(int(seed))
 
+        def seed_all() -> None:
+            for index in range(st.gpus):
+                generator(index).seed()
+
         def set_rng_state_all(states) -> None:
             for index, state in enumerate(states):
                 generator(index).set_state(state)
@@ -345,7 +349,7 @@ class Simulator:
             "manual_seed": manual_seed,
             "manual_seed_all": lambda seed: manual_seed(seed, every=True),
             "seed": lambda: generator().seed(),
-            "seed_all": lambda: [generator(i).seed() for i in range(st.gpus)] and None,
+            "seed_all": seed_all,
             "initial_seed": lambda: generator().initial_seed(),
             "get_rng_state": lambda device="cuda": generator(device).get_state(),
             "get_rng_state_all": lambda: [generator(i).get_state() for i in range(st.gpus)],

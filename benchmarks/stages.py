@@ -23,6 +23,7 @@ import libcst as cst
 
 from torchdevlint import report
 from torchdevlint.analysis import Analysis
+from torchdevlint.analysis.core import statement_starts
 from torchdevlint.engine import RULES, _one_applicability_per_statement, gate, may_match
 from torchdevlint.rules.base import Context
 from torchdevlint.settings import Settings
@@ -75,7 +76,7 @@ def main(roots) -> dict:
             passed += 1
             lines_passed += n
             s = time.perf_counter()
-            analysis = Analysis(module, "device", text)
+            analysis = Analysis(module, "device", text, starts=statement_starts(tree))
             t["analysis"] += time.perf_counter() - s
             s = time.perf_counter()
             found = []

@@ -27,6 +27,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, T
 import libcst as cst
 
 from .analysis import Analysis
+from .analysis.core import statement_starts
 from .catalogue import tool_finding  # noqa: F401 - the fronts take it from here too
 from .model import Applicability, Edit, Fix, Violation
 from .noqa import noqa_map, suppressed
@@ -88,6 +89,7 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
         return []
     # CPython's own parser first, at the normal recursion limit: exact syntax errors,
     # and inputs too deep for it never reach LibCST (whose parser crashes on them)
+    starts = None  # where CPython's parser saw each statement (LibCST's positions are placed by it)
     if passed is not None:
         rules = [r for r in rules if r.code in passed]
         error = None
@@ -95,13 +97,15 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
         tree, error = python_parse(text)
         if error is None:
             rules = gate(rules, tree, text)  # what the code can match (text tests read the text)
+            if rules:
+                starts = statement_starts(tree)
             del tree  # not alive beside LibCST's tree
     if error is not None:
         found = [error]
     else:
         if not rules:
             return []
-        found = run_big_stack(_analyse, text, rules, settings.device_name, project)
+        found = run_big_stack(_analyse, text, rules, settings.device_name, project, starts)
     found = [v for v in found if v.code in codes]
     noqa = noqa_map(text) if found and apply_noqa else {}
     kept = [
@@ -118,14 +122,15 @@ def _brief(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:199] + "…"
 
 
-def _analyse(text: str, rules: Sequence[Rule], device_name: str, project=None) -> List[Violation]:
+def _analyse(text: str, rules: Sequence[Rule], device_name: str, project=None,
+             starts: Optional[List[Tuple[int, int]]] = None) -> List[Violation]:
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         line, col = _libcst_position(exc)
         return [tool_finding("TDL900", f"LibCST cannot parse this file: {exc.message}", line, col)]
     try:
-        analysis = Analysis(module, device_name, text, project)
+        analysis = Analysis(module, device_name, text, project, starts)
     except RecursionError:
         return [tool_finding("TDL902", "the file is nested too deeply to analyse")]
     found: List[Violation] = []

@@ -53,11 +53,17 @@ _ATTRIBUTE_CACHE: Dict[tuple, Optional[tuple]] = {}
 
 
 def _hooks(visitor: type, kind: type) -> tuple:
-    """(visit, leave) functions of ``visitor`` for nodes of ``kind`` (None: none)."""
+    """(visit, leave, reported, comprehension, statement) for nodes of ``kind``: the
+    visitor's functions (None: none), whether such a node may be reported (not
+    whitespace or punctuation), whether it opens a comprehension scope, whether it is a
+    statement (as CPython's ``ast`` counts them). Kept per type: most of these classes
+    are ABCs, and ``isinstance`` on an ABC is slow."""
     key = (visitor, kind)
     found = _HOOK_CACHE.get(key)
     if found is None:
-        found = (getattr(visitor, f"visit_{kind.__name__}", None), getattr(visitor, f"leave_{kind.__name__}", None))
+        found = (getattr(visitor, f"visit_{kind.__name__}", None), getattr(visitor, f"leave_{kind.__name__}", None),
+                 not issubclass(kind, _NEVER_REPORTED), issubclass(kind, _COMPREHENSIONS),
+                 issubclass(kind, (cst.BaseSmallStatement, cst.BaseCompoundStatement)))
         _HOOK_CACHE[key] = found
     return found
 
@@ -75,7 +81,15 @@ def _attribute_hooks(visitor: type, kind: type, attribute: str) -> Optional[tupl
 
 
 class _Collector(cst.CSTVisitor):
-    """The single pass that records raw facts."""
+    """The single pass that records raw facts. Run it with ``walk.walk`` (LibCST's own
+    ``visit`` gives the same facts, slower): it never looks at whitespace or punctuation,
+    and listens only to the child attributes it has hooks for."""
+
+    WALK_IGNORES = _NEVER_REPORTED
+
+    @classmethod
+    def walk_listens(cls, kind: type, attribute: str) -> bool:
+        return _attribute_hooks(cls, kind, attribute) is not None
 
     def __init__(self) -> None:
         self.module_scope: Scope = None  # type: ignore[assignment]
@@ -90,8 +104,12 @@ class _Collector(cst.CSTVisitor):
         self.skip_names: Set[cst.CSTNode] = set()
         self.order: Dict[cst.CSTNode, int] = {}
         self.top_level: Set[cst.CSTNode] = set()
-        self.top_of: Dict[cst.CSTNode, cst.CSTNode] = {}
+        # where each node that may be reported is: its simple statement line when it is
+        # in one, else its top-level statement (``Analysis.range`` computes positions
+        # per line, or per top-level statement)
+        self.where: Dict[cst.CSTNode, cst.CSTNode] = {}
         self.current_top: Optional[cst.CSTNode] = None
+        self.statements: List[cst.CSTNode] = []  # small and compound, in document order
         # every import of torch or a torch submodule: (statement line, is it a
         # top-level statement of the module, the names it binds to torch itself)
         self.torch_imports: List[tuple] = []
@@ -108,18 +126,20 @@ class _Collector(cst.CSTVisitor):
         if node in self.top_level:
             self.order[node] = self.counter
             self.current_top = node
-        if self.current_top is not None and not isinstance(node, _NEVER_REPORTED):
-            self.top_of[node] = self.current_top
-        if isinstance(node, _COMPREHENSIONS):  # a scope of its own
+        visit, _, reported, comprehension, statement = _hooks(type(self), type(node))
+        if reported and self.current_top is not None:
+            self.where[node] = self.lines[-1] if self.lines else self.current_top
+        if statement:
+            self.statements.append(node)
+        if comprehension:  # a scope of its own
             self._push(Scope("comprehension", node, self.scope, "<comprehension>"))
-        visit = _hooks(type(self), type(node))[0]
         return visit is None or visit(self, node) is not False
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        leave = _hooks(type(self), type(original_node))[1]
+        _, leave, _, comprehension, _ = _hooks(type(self), type(original_node))
         if leave is not None:
             leave(self, original_node)
-        if isinstance(original_node, _COMPREHENSIONS):
+        if comprehension:
             self._pop()
 
     @property

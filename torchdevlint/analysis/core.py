@@ -12,14 +12,16 @@ order), so no positions are needed until a rule reports something.
 
 from __future__ import annotations
 
+import ast
 from functools import cached_property
 from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from ..source import LineIndex, count_breaks, split_lines
+from ..source import LineIndex, split_lines
 from .collector import _Collector
+from .walk import walk
 from .facts import CallSite, ClassInfo, FunctionInfo, Scope
 from .concurrency import ConcurrencyMixin
 from .parallel import ParallelMixin
@@ -32,15 +34,21 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
     """Facts about one module. Build with ``Analysis(module)``."""
 
     def __init__(self, module: cst.Module, device_name: str = "device", text: Optional[str] = None,
-                 project=None):
+                 project=None, starts: Optional[List[Tuple[int, int]]] = None):
         self.module = module
         self.project = project  # the run's ``project.ProjectIndex`` (CLI runs over a tree), or None
+        # where CPython's parser saw each statement start (``statement_starts``), if the
+        # caller parsed the text with it; else parsed when a position is first needed
+        self._given_starts = starts
         # LibCST round-trips almost exactly: it drops form feeds before a top-level
         # statement. Positions are LibCST's; ``range`` maps them onto ``text``.
         self.text = module.code if text is None else text
         self.device_name = device_name
         collector = _Collector()
-        module.visit(collector)
+        walk(module, collector)
+        self._where: Dict[cst.CSTNode, cst.CSTNode] = collector.where
+        self._top_level = collector.top_level
+        self._statements: List[cst.CSTNode] = collector.statements
         self.module_scope: Scope = collector.module_scope
         self.calls: List[CallSite] = collector.calls
         self.functions: Dict[cst.CSTNode, FunctionInfo] = collector.functions
@@ -49,12 +57,13 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         self.order: Dict[cst.CSTNode, int] = collector.order
         self.site_of: Dict[cst.Call, CallSite] = {c.node: c for c in self.calls}
         self._typing: Set[Tuple[str, int]] = set()
-        self._top_of: Dict[cst.CSTNode, cst.CSTNode] = collector.top_of
         self.torch_imports = collector.torch_imports
         self.complete_ifs = collector.complete_ifs
         self.star_imports = collector.star_imports
-        self._ranges: Dict[cst.CSTNode, Dict] = {}
+        self._ranges: Dict[cst.CSTNode, tuple] = {}
+        self._line_ranges: Dict[cst.SimpleStatementLine, object] = {}
         self.memo: Dict[str, Dict] = {}  # per-module caches for fix helpers
+        self._code: Dict[cst.CSTNode, str] = {}
         for site in self.calls:  # document order: a with-item call precedes its block
             site.qualname = self.qualname(site.node.func, site.scope)
             site.withs = tuple(w.qualname if isinstance(w, CallSite) else w for w in site.withs)
@@ -75,30 +84,14 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         return DeviceFacts(self)
 
     # ------------------------------------------------------------------ positions
-    # Positions are computed lazily, per top-level statement that holds a reported node:
-    # LibCST's PositionProvider over a whole large module costs more than its parse.
+    # Positions are LibCST's (``PositionProvider``), computed lazily and in small pieces:
+    # PositionProvider over a whole large module costs more than its parse. A node in a
+    # simple statement line gets them from that line alone, placed where CPython's parser
+    # saw the line start; any other node from its top-level statement, placed where that
+    # statement starts.
     @cached_property
     def positions(self):
         return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
-
-    @cached_property
-    def _top_lines(self) -> Optional[Dict[cst.CSTNode, int]]:
-        """The first line (leading comments included) of every top-level statement."""
-        module = self.module
-        header = module.code_for_node(module.with_changes(body=[], footer=[]))
-        if module.body and not module.header and header.strip():
-            return None  # pragma: no cover - an unexpected codegen shape: use the slow path
-        offset = len(header) if module.header else 0
-        line = 1 + count_breaks(self.text, 0, offset) if offset else 1
-        out: Dict[cst.CSTNode, int] = {}
-        for stmt in module.body:
-            code = module.code_for_node(stmt)
-            if self.text[offset:offset + len(code)] != code:
-                return None  # pragma: no cover - never seen; correctness first
-            out[stmt] = line
-            line += count_breaks(code)
-            offset += len(code)
-        return out
 
     @cached_property
     def _realign(self) -> Optional["_Realign"]:
@@ -108,32 +101,126 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         code = self.module.code
         return None if code == self.text else _Realign(code, self.text)
 
+    @cached_property
+    def _starts(self) -> Dict[cst.CSTNode, Tuple[int, int]]:
+        """Each statement's start as CPython's parser saw it (``statement_starts``); empty
+        when the two parsers do not count the same statements (never seen)."""
+        starts = self._given_starts
+        if starts is None:
+            try:
+                starts = statement_starts(ast.parse(self.text))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return {}
+        return dict(zip(self._statements, starts)) if len(starts) == len(self._statements) else {}
+
     def range(self, node: cst.CSTNode) -> CodeRange:
         realign = self._realign
         if realign is not None:  # positions in LibCST's code, mapped onto the text
             return realign.range(self.positions[node])
-        top = self._top_of.get(node)
-        if top is None or len(self._ranges) >= 64 or "positions" in self.__dict__:
-            return self.positions[node]  # dense findings: one pass over the module is cheaper
-        lines = self._top_lines
-        if lines is None:
+        if "positions" in self.__dict__:
             return self.positions[node]
+        where = self._where.get(node)
+        line = node if type(node) is cst.SimpleStatementLine else where
+        if type(line) is cst.SimpleStatementLine:
+            found = self._line_range(line, node)  # type: ignore[arg-type]
+            if found is not None:
+                return found
+        top = where
+        while top is not None and top not in self._top_level:
+            top = self._where.get(top)
+        if top is None or top not in self._starts or len(self._ranges) >= 64:
+            return self.positions[node]  # dense findings: one pass over the module is cheaper
         cached = self._ranges.get(top)
         if cached is None:
             mini = self.module.with_changes(body=[top], header=[], footer=[])
-            cached = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
-            self._ranges[top] = cached
-        rng = cached[node]
-        delta = lines[top] - 1
-        return CodeRange((rng.start.line + delta, rng.start.column), (rng.end.line + delta, rng.end.column))
+            positions = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
+            # placed by the statement itself: CPython's parser says where it starts
+            cached = self._ranges[top] = (positions, self._starts[top][0] - positions[top].start.line)
+        return _shift(cached[0][node], cached[1])
+
+    def first_line(self, stmt: cst.CSTNode) -> int:
+        """The line a statement starts on (``range(stmt).start.line``: a decorated
+        definition's is its ``def`` line, as in CPython), from CPython's parser."""
+        start = self._starts.get(stmt.body[0] if type(stmt) is cst.SimpleStatementLine else stmt)  # type: ignore[attr-defined]
+        if start is None or self._realign is not None:
+            return self.range(stmt).start.line
+        return start[0]
+
+    def _line_range(self, line: cst.SimpleStatementLine, node: cst.CSTNode) -> Optional[CodeRange]:
+        """``node``'s range from its simple statement line alone (None: not known so)."""
+        cached = self._line_ranges.get(line)
+        if cached is None:
+            if len(self._line_ranges) >= max(64, len(self._statements) // 4):
+                return self.positions[node]  # dense findings: one pass over the module is cheaper
+            cached = self._line_ranges[line] = self._line_positions(line)
+        if not cached:
+            return None
+        positions, copy, delta = cached
+        try:
+            return _shift(positions[copy if node is line else node], delta)
+        except KeyError:  # pragma: no cover - every node of the line has a position
+            return None
+
+    def _line_positions(self, line: cst.SimpleStatementLine):
+        """LibCST's positions for the line's nodes, computed in a module of that line
+        alone, indented as it is in the text (so that continuation lines, whose
+        indentation LibCST shares with the block, keep their columns); the line as
+        placed there; the line offset to the text. False when the start is not known."""
+        start = self._starts.get(line.body[0])
+        if start is None:
+            return False
+        row, byte_column = start
+        indent = self.lines[row - 1].encode("utf-8")[:byte_column].decode("utf-8", "replace")
+        if indent.strip(" \t"):
+            return False  # pragma: no cover - a simple statement line starts its line
+        copy = line.with_changes(leading_lines=())
+        stmt: cst.CSTNode = copy
+        if indent:
+            stmt = cst.If(test=cst.Name("_"), body=cst.IndentedBlock(body=[copy], indent=indent))
+        mini = self.module.with_changes(body=[stmt], header=[], footer=[])
+        positions = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
+        return positions, copy, row - (2 if indent else 1)
 
     def code(self, node: cst.CSTNode) -> str:
-        return self.module.code_for_node(node)
+        """The node's source, as LibCST writes it (a function's is asked for by several
+        facts: kept for the module's compound statements)."""
+        if not isinstance(node, cst.BaseCompoundStatement):
+            return self.module.code_for_node(node)
+        found = self._code.get(node)
+        if found is None:
+            found = self._code[node] = self.module.code_for_node(node)
+        return found
 
     @cached_property
     def lines(self) -> List[str]:
         """The text's physical lines, as Python and LibCST count them."""
         return split_lines(self.text)
+
+
+def _shift(rng: CodeRange, lines: int) -> CodeRange:
+    return CodeRange((rng.start.line + lines, rng.start.column), (rng.end.line + lines, rng.end.column))
+
+
+def statement_starts(tree: ast.Module) -> List[Tuple[int, int]]:
+    """(line, byte column) of every statement of CPython's tree, in document order: the
+    order in which LibCST's walk meets its small and compound statements."""
+    out: List[Tuple[int, int]] = []
+
+    def block(body: List[ast.stmt]) -> None:
+        for stmt in body:
+            out.append((stmt.lineno, stmt.col_offset))
+            for field in ("body", "handlers", "orelse", "finalbody", "cases"):
+                value = getattr(stmt, field, None)
+                if not value:
+                    continue
+                if field in ("handlers", "cases"):
+                    for part in value:
+                        block(part.body)
+                else:
+                    block(value)
+
+    block(tree.body)
+    return out
 
 
 class _Realign:

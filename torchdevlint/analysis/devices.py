@@ -26,6 +26,7 @@ import libcst as cst
 from .. import names as N
 from .core import Analysis
 from ..source import Outline
+from .walk import walk
 from .facts import CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, definitely_bound, is_bare_cuda
 from .process import _called_name as _last_name
 from .process import _is_main_guard
@@ -473,7 +474,7 @@ class DeviceFacts:
         for stmt in _module_level_statements(a.module.body):
             for small in stmt.body:
                 if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-                    small.visit(Calls())
+                    walk(small, Calls())
         roots = set()
         for site in a.calls:
             if site.node in statements and not (lo <= site.order < hi):
@@ -535,7 +536,7 @@ class DeviceFacts:
         fn = a.enclosing_function(site.scope)
         while fn is not None and isinstance(fn.node, cst.Lambda):  # a lambda's guards are its def's
             fn = a.enclosing_function(fn.scope.parent) if fn.scope.parent is not None else None
-        top = a.range(fn.node).start.line if fn is not None else 1
+        top = a.first_line(fn.node) if fn is not None else 1
         return [text for _, text in self.outline.headers(line, top) if text.startswith(("if ", "elif "))]
 
     @cached_property

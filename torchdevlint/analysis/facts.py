@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Tuple, Union
 import libcst as cst
 
 from .. import names as N
+from .walk import walk
 
 FunctionNode = Union[cst.FunctionDef, cst.Lambda]
 
@@ -199,13 +200,13 @@ def _names_in(expr: cst.CSTNode) -> List[str]:
 
     class V(cst.CSTVisitor):
         def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
+            walk(node.value, self)
             return False
 
         def visit_Name(self, node: cst.Name) -> None:
             found.append(node.value)
 
-    expr.visit(V())
+    walk(expr, V())
     return found
 
 

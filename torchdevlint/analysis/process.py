@@ -29,6 +29,7 @@ import libcst as cst
 from .. import names as N
 from .core import Analysis
 from .facts import CallSite, FunctionInfo
+from .walk import walk
 
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 
@@ -269,7 +270,7 @@ class ProcessFlow:
                 for t in targets:
                     out[t.value if isinstance(t, cst.Element) else t] = self.stack[-1]
 
-        a.module.visit(V())
+        walk(a.module, V())
         return out
 
     # ---------------------------------------------------------------- the walk
@@ -639,7 +640,7 @@ def _calls_in_order(node: cst.CSTNode) -> List[cst.Call]:
         def leave_Call(self, original_node: cst.Call) -> None:
             out.append(original_node)
 
-    node.visit(V())
+    walk(node, V())
     return out
 
 

@@ -261,7 +261,7 @@ class Context:
             return None
         body = list(fn.body.body)
         first = body[1] if _is_docstring(body[0]) and len(body) > 1 else body[0]
-        line = self.analysis.range(first).start.line
+        line = self.analysis.first_line(first)
         text = self.analysis.lines[line - 1]
         return line, text[:len(text) - len(text.lstrip())]
 
@@ -378,7 +378,7 @@ class Context:
         return [Edit(pos, pos, text)]
 
     def _line_start(self, stmt: cst.CSTNode) -> Position:
-        return (self.analysis.range(stmt).start.line, 0)
+        return (self.analysis.first_line(stmt), 0)
 
     def _last_line(self) -> int:
         return len(self.analysis.lines)

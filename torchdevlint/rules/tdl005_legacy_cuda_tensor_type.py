@@ -7,7 +7,7 @@ from typing import Iterable, List, Optional, Tuple
 
 import libcst as cst
 
-from ..analysis import CallSite
+from ..analysis import CallSite, walk
 from ..names import DTYPES, LEGACY_CUDA_TYPES as LEGACY
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule
@@ -436,18 +436,18 @@ def _names(where: cst.CSTNode, target: str) -> List[cst.Name]:
 
     class Names(cst.CSTVisitor):
         def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)  # `torch.LongTensor`'s `LongTensor` is no mention
+            walk(node.value, self)  # `torch.LongTensor`'s `LongTensor` is no mention
             return False
 
         def visit_Arg(self, node: cst.Arg) -> bool:
-            node.value.visit(self)  # nor is a keyword's name
+            walk(node.value, self)  # nor is a keyword's name
             return False
 
         def visit_Name(self, node: cst.Name) -> None:
             if node.value == target:
                 found.append(node)
 
-    where.visit(Names())
+    walk(where, Names())
     return found
 
 

@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from ..analysis import CallSite
+from ..analysis import CallSite, walk
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule
 
@@ -171,7 +171,7 @@ def _feeds_only_load_state_dict(a, site: CallSite) -> bool:
     fn = a.enclosing_function(site.scope)
     body = fn.node if fn is not None else a.module
     uses = _Uses(name)
-    body.visit(uses)
+    walk(body, uses)
     return uses.feeding > 0 and uses.other == 1  # the assignment's own target is the one other
 
 
@@ -205,5 +205,5 @@ class _Uses(cst.CSTVisitor):
             self.other += 1
 
     def visit_Attribute(self, node: cst.Attribute) -> Optional[bool]:
-        node.value.visit(self)  # `x.name` is an attribute, not a use of the name
+        walk(node.value, self)  # `x.name` is an attribute, not a use of the name
         return False

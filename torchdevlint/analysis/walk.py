@@ -1,0 +1,174 @@
+"""A read-only walk over a LibCST tree: ``walk(node, visitor)`` does what
+``node.visit(visitor)`` does for a ``cst.CSTVisitor``, at a fraction of the cost.
+
+LibCST's ``visit`` rebuilds every node it leaves, even for a visitor that changes
+nothing: each child attribute goes through a generator, and each node is constructed
+again and validated (a dataclass ``__init__`` and ``_validate`` per node). It also finds
+the visitor's ``visit_<Node>``/``leave_<Node>``/``visit_<Node>_<attribute>`` hooks with
+an f-string and a ``getattr`` for every node and every child attribute. The analysis only
+reads the tree, so this walk visits the same nodes, calls the same hooks in the same order
+(``on_visit``, then per child attribute ``on_visit_attribute``, its children,
+``on_leave_attribute``, then ``on_leave``), and builds nothing.
+
+The order of a node type's child attributes is LibCST's own: it is recorded once per type
+by running that type's ``_visit_and_replace_children`` with a visitor that only notes the
+attributes it is told about (and does not descend). A visitor that keeps LibCST's default
+``on_visit``/``on_leave``/``on_visit_attribute``/``on_leave_attribute`` gets its hooks
+looked up once per (visitor class, node type) instead of once per node.
+``tests/test_walk.py`` checks, on every fixture and on real files, that the events are
+exactly LibCST's.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, Dict, List, Optional, Tuple
+
+import libcst as cst
+
+_ATTRIBUTES: Dict[type, Tuple[str, ...]] = {}
+# the child attributes that LibCST visits only when they are set (its other
+# ``_visit_and_replace_children`` visit every attribute, None or not; tests/test_walk.py
+# reads LibCST's sources to keep this list true)
+VISITED_ONLY_WHEN_SET: Dict[type, Tuple[str, ...]] = {cst.FormattedStringExpression: ("format_spec",)}
+
+
+class _AttributeRecorder(cst.CSTVisitor):
+    """Notes the child attributes ``_visit_and_replace_children`` visits, in order."""
+
+    def __init__(self) -> None:
+        self.attributes: List[str] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return False  # one level only
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        self.attributes.append(attribute)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        pass
+
+
+def child_attributes(node: cst.CSTNode) -> Tuple[str, ...]:
+    """The child attributes LibCST visits for ``node``'s type, in its order."""
+    kind = type(node)
+    found = _ATTRIBUTES.get(kind)
+    if found is None:
+        unset = {a: () for a in VISITED_ONLY_WHEN_SET.get(kind, ()) if getattr(node, a) is None}
+        recorder = _AttributeRecorder()
+        (node.with_changes(**unset) if unset else node)._visit_and_replace_children(recorder)  # type: ignore[attr-defined]
+        found = _ATTRIBUTES[kind] = tuple(recorder.attributes)
+    return found
+
+
+_NODE_TYPES: Dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    """Whether values of this type are nodes (``CSTNode`` is an ABC: ``isinstance`` on
+    it is slow, so the answer is kept per type)."""
+    found = _NODE_TYPES.get(kind)
+    if found is None:
+        found = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+    return found
+
+
+class _Plan:
+    """How one visitor class walks nodes of one type: the hooks to call on entering and
+    leaving (None: none), and per child attribute, in LibCST's order, the hooks to call
+    around it (None: nothing to call there) and whether LibCST skips it when unset."""
+
+    __slots__ = ("visit", "leave", "attributes")
+
+    def __init__(self, visit: Optional[Callable], leave: Optional[Callable],
+                 attributes: Tuple[Tuple[str, Optional[Callable], Optional[Callable], bool], ...]):
+        self.visit, self.leave, self.attributes = visit, leave, attributes
+
+
+_PLANS: Dict[tuple, Optional[_Plan]] = {}
+
+
+def _call_with(method: Callable, attribute: str, visitor: cst.CSTVisitor, node: cst.CSTNode) -> None:
+    method(visitor, node, attribute)
+
+
+def _plan(vtype: type, node: cst.CSTNode) -> Optional[_Plan]:
+    """The walk of ``node``'s type for visitors of class ``vtype`` (None: the visitor
+    ignores such nodes and everything under them, see ``walk``)."""
+    kind = type(node)
+    if issubclass(kind, getattr(vtype, "WALK_IGNORES", ())):
+        return None
+    name = kind.__name__
+    if vtype.on_visit is cst.CSTVisitor.on_visit and vtype.on_leave is cst.CSTVisitor.on_leave:
+        visit, leave = getattr(vtype, f"visit_{name}", None), getattr(vtype, f"leave_{name}", None)
+    else:
+        visit, leave = vtype.on_visit, vtype.on_leave
+    plain = (vtype.on_visit_attribute is cst.CSTVisitor.on_visit_attribute
+             and vtype.on_leave_attribute is cst.CSTVisitor.on_leave_attribute)
+    listens = getattr(vtype, "walk_listens", None)
+    attributes = []
+    only_when_set = VISITED_ONLY_WHEN_SET.get(kind, ())
+    for attribute in child_attributes(node):
+        if plain:
+            before = getattr(vtype, f"visit_{name}_{attribute}", None)
+            after = getattr(vtype, f"leave_{name}_{attribute}", None)
+        elif listens is None or listens(kind, attribute):
+            before = functools.partial(_call_with, vtype.on_visit_attribute, attribute)
+            after = functools.partial(_call_with, vtype.on_leave_attribute, attribute)
+        else:
+            before = after = None
+        attributes.append((attribute, before, after, attribute in only_when_set))
+    return _Plan(visit, leave, tuple(attributes))
+
+
+def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """Visit ``node`` and its descendants with ``visitor`` as ``node.visit(visitor)``
+    would, without rebuilding anything.
+
+    Two optional class attributes of the visitor make the walk cheaper still, and change
+    only what the visitor declared it does not need: ``WALK_IGNORES``, a tuple of node
+    types (whitespace, punctuation) the visitor never looks at: no hook runs for them or
+    for anything under them; ``walk_listens(kind, attribute)``, for a visitor that
+    overrides ``on_visit_attribute``/``on_leave_attribute``: whether it does anything for
+    that child attribute of that node type (if not, those two are not called there).
+    """
+    vtype = type(visitor)
+    plans: Dict[type, Optional[_Plan]] = {}
+
+    def go(n: cst.CSTNode) -> None:
+        kind = type(n)
+        try:
+            plan = plans[kind]
+        except KeyError:
+            key = (vtype, kind)
+            if key not in _PLANS:
+                _PLANS[key] = _plan(vtype, n)
+            plan = plans[kind] = _PLANS[key]
+        if plan is None:
+            return
+        visit = plan.visit
+        if visit is None or visit(visitor, n) is not False:
+            for name, before, after, only_when_set in plan.attributes:
+                value = getattr(n, name)
+                if only_when_set and value is None:
+                    continue
+                if before is not None:
+                    before(visitor, n)
+                kind = type(value)
+                if kind is tuple or kind is list:
+                    for child in value:
+                        go(child)
+                elif _is_node(kind):
+                    go(value)
+                if after is not None:
+                    after(visitor, n)
+        if plan.leave is not None:
+            plan.leave(visitor, n)
+
+    go(node)
+
+
+__all__ = ["walk", "child_attributes", "VISITED_ONLY_WHEN_SET"]

@@ -140,10 +140,13 @@ def test_check_of_a_clean_file_imports_neither_the_rules_nor_libcst(tmp_path):
         assert out.stdout.split("\n")[-2] == expected, out.stdout + out.stderr
 
 
-LOADS = ["torch.load(p)", "th . load(p)", "x = (torch.\n   load(p))", "torch.\\\nload(p)", "from torch import load",
+LOADS = ["torch.load(p)", "import torch as th\nth . load(p)", "import torch.jit \\\n  as J\nJ.load(p)",
+         "from torch import (\n  jit  # (x)\n  as J)\nJ.load(p)", "(torch).load(p)", "x[0].load(p)",
+         "import torch as 火\n火.load(p)", "x = (torch.\n   load(p))", "torch.\\\nload(p)", "from torch import load",
          "from torch import (\n    jit,  # a comment: with. punctuation\n    load,\n)", "torch.jit.load(p)",
          "from torch.hub import load_state_dict_from_url", "from torch import jit as J, load as L"]
-NOT_LOADS = ["model.load_state_dict(sd)", "download(url)", "def load(path):\n    return 1\n\nload(p)",
+NOT_LOADS = ["model.load_state_dict(sd)", "download(url)", "import json\njson.load(f)",
+             "import numpy as np\nimport torch\nx = np.load(p)", "import torch\nself.model.load(p)", "def load(path):\n    return 1\n\nload(p)",
              "import os\nloaded = 1", "x = reload(m)"]
 
 
@@ -159,3 +162,14 @@ def test_the_load_prefilter_drops_files_that_only_say_load_otherwise(text):
     from torchdevlint.catalogue import TEXT_TESTS
 
     assert not TEXT_TESTS["load"](text) and not TEXT_TESTS["load"](text.encode())
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("model = nn.DataParallel(model)", True), ("from torch.nn import DataParallel as DP", True),
+    ("class P(torch.nn.parallel.DataParallel):\n    pass", True),
+    ("model = DistributedDataParallel(model)", False), ("from torch.distributed.fsdp import FullyShardedDataParallel", False),
+])
+def test_the_data_parallel_prefilter_wants_the_word_itself(text, expected):
+    from torchdevlint.catalogue import TEXT_TESTS
+
+    assert TEXT_TESTS["data-parallel"](text) is expected and TEXT_TESTS["data-parallel"](text.encode()) is expected

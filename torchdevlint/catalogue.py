@@ -95,7 +95,7 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                (),
                (('qual:torch.distributed.init_process_group',),)),
     'TDL201': ('data-parallel-implicit-devices',
-               ('DataParallel',),
+               ('@data-parallel',),
                (),
                (('qual:torch.nn.parallel.DataParallel',),)),
     'TDL900': ('syntax-error', (), (), ()),

@@ -50,13 +50,15 @@ _WORD = re.compile(r"\w")
 _IMPORT_LIST = {str: re.compile(r"[\w\s,()\\]*"), bytes: re.compile(rb"[\w\s,()\\\x80-\xff]*")}
 _COMMENT = {str: re.compile(r"#[^\n]*"), bytes: re.compile(rb"#[^\n]*")}
 _RANK = {str: RANK_MARKERS, bytes: re.compile(RANK_MARKERS.pattern.encode())}
+_DATA_PARALLEL = {str: re.compile(r"\bDataParallel\b"), bytes: re.compile(rb"\bDataParallel\b")}
 
 
 def _load_reference(data) -> bool:
     """Whether the text may reach ``torch.load`` (``jit.load``, ``load_state_dict_from_url``)
     at all: the word ``load`` after a dot (``torch.load``, ``th . load``, across a line
     break) or in an import list (``from torch import (jit, load)``, comments allowed).
-    Not ``load_state_dict``, ``download``, ``def load(``: most torch files only have those."""
+    Not ``load_state_dict``, ``download``, ``def load(``: most torch files only have those;
+    nor ``json.load``, ``np.load``: what stands before the dot must be able to be torch."""
     kind = type(data)
     dot, space, imp = (".", " \t\r\n\\", "import") if kind is str else (b".", b" \t\r\n\\", b"import")
     for m in _LOAD[kind].finditer(data):
@@ -66,12 +68,53 @@ def _load_reference(data) -> bool:
             continue  # `download`, `reload`: not the word `load`
         while k >= 0 and data[k:k + 1] in space:
             k -= 1
-        if k >= 0 and data[k:k + 1] == dot:
+        if k >= 0 and data[k:k + 1] == dot and _may_be_torch(data, k):
             return True
         at = data.rfind(imp, 0, m.start())
         if at >= 0 and _IMPORT_LIST[kind].fullmatch(_COMMENT[kind].sub(data[:0], data[at + 6:m.start()])):
             return True
     return False
+
+
+# the names that ``torch.load``, ``torch.jit.load``, ``torch.hub.load_state_dict_from_url``
+# and ``torch.serialization.load`` are reached through, as the gate resolves them: an
+# import binds one of these, or an alias the text spells out
+_TORCH_RECEIVERS = frozenset({"torch", "jit", "hub", "serialization"})
+_ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_WS = r"(?:[ \t]|\\\r?\n)"  # a space within a statement (a backslash continues the line)
+
+
+def _may_be_torch(data, dot: int) -> bool:
+    """Whether the receiver ending before ``data[dot]`` (a ``.``) may resolve to torch or
+    one of its loader modules: a torch name (``torch``, ``jit``, ``hub``,
+    ``serialization``), or a name the text imports from torch under an alias (``import
+    torch as th``, ``from torch import jit as J``). Anything but a plain ASCII word before
+    the dot (a bracket: ``(torch).load``; a non-ASCII name) may be."""
+    text = data if type(data) is str else data.decode("latin-1")  # ASCII stays in place
+    k = dot - 1
+    while k >= 0 and text[k] in " \t\r\n\\":
+        k -= 1
+    end = k + 1
+    while k >= 0 and text[k] in _ASCII_WORD:
+        k -= 1
+    word = text[k + 1:end]
+    if not word or word[0].isdigit() or (k >= 0 and not text[k].isascii()):
+        return True
+    if word in _TORCH_RECEIVERS:
+        return True
+    name = re.escape(word)
+    if not re.search(rf"\bas{_WS}+{name}\b", text):
+        return False  # never an alias: the common case (json.load, pickle.load), and cheap
+    dotted = rf"torch(?:{_WS}*\.{_WS}*\w+)*"
+    return bool(re.search(rf"\b{dotted}{_WS}+as{_WS}+{name}\b", text) or re.search(
+        rf"\bfrom{_WS}+{dotted}{_WS}+import{_WS}*(?:\([\s\S]*?|(?:[^\n;\\]|\\\r?\n)*?)\bas\s+{name}\b", text))
+
+
+def _data_parallel(data) -> bool:
+    """The word ``DataParallel`` (not inside ``DistributedDataParallel``): the gate of
+    TDL201 resolves that identifier."""
+    word = "DataParallel" if type(data) is str else b"DataParallel"
+    return word in data and _DATA_PARALLEL[type(data)].search(data) is not None  # (the substring test is fast)
 
 
 def _rank_marker(data) -> bool:
@@ -81,7 +124,8 @@ def _rank_marker(data) -> bool:
 
 
 # str or bytes -> whether a rule may fire, for what a substring cannot pin down
-TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _rank_marker}
+TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _rank_marker,
+                                              "data-parallel": _data_parallel}
 
 
 class CodeWords:

@@ -18,7 +18,7 @@ class DataParallelImplicitDevices(Rule):
     code = "TDL201"
     name = "data-parallel-implicit-devices"
     summary = "`DataParallel` moved with `.cuda()` while its devices are implicit"
-    triggers = ("DataParallel",)
+    triggers = ("@data-parallel",)  # the word `DataParallel` (not DistributedDataParallel)
     needs = ((f"qual:{N.DATA_PARALLEL}",),)  # the gate on the code: DataParallel (or a subclass's base)
     fixable = "sometimes"
     fix_summary = 'move before wrapping, explicit `device_ids` (unsafe)'

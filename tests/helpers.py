@@ -22,6 +22,22 @@ def fixture_programs() -> List[Path]:
     return sorted(p for p in FIXTURES.rglob("*.py") if "negative" not in p.parts)
 
 
+ALL = Settings(select=("ALL",))  # every rule, opt-in ones included
+
+
+def settings_for_code(code: str) -> Settings:
+    """The default settings, plus ``code`` when it is an opt-in rule (which runs only
+    when selected by name)."""
+    from torchdevlint.catalogue import OPT_IN
+
+    return Settings(extend_select=(code,)) if code in OPT_IN else Settings()
+
+
+def settings_for(path: Path) -> Settings:
+    """A fixture's settings: its folder names its rule (``fixtures/tdl007/...``)."""
+    return settings_for_code(path.parent.name.upper())
+
+
 def describe(violations: Sequence[Violation]) -> str:
     """One line per finding: position, code, applicability, message and fix message."""
     lines = []

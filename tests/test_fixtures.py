@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import FIXTURES, describe, findings, fixed, fixture_programs, golden
+from helpers import ALL, FIXTURES, describe, findings, fixed, fixture_programs, golden, settings_for
 from torchdevlint.engine import fix_source
 
 PROGRAMS = fixture_programs()
@@ -15,14 +15,14 @@ IDS = [str(p.relative_to(FIXTURES)) for p in PROGRAMS]
 @pytest.mark.parametrize("path", PROGRAMS, ids=IDS)
 def test_findings_are_exact(path):
     text = path.read_text(encoding="utf-8")
-    actual = describe(findings(text, str(path)))
+    actual = describe(findings(text, str(path), settings_for(path)))
     assert actual == golden(path.with_name(path.name + ".findings"), actual)
 
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=IDS)
 def test_fixed_text_is_exact_and_stable(path):
-    text = path.read_text(encoding="utf-8")
-    outcome = fix_source(text, str(path), unsafe=True)
+    text, settings = path.read_text(encoding="utf-8"), settings_for(path)
+    outcome = fix_source(text, str(path), settings, unsafe=True)
     assert not outcome.rejected, outcome.rejected
     expected_path = path.with_name(path.name + ".fixed")
     if not outcome.changed:
@@ -30,10 +30,10 @@ def test_fixed_text_is_exact_and_stable(path):
         return
     assert outcome.text == golden(expected_path, outcome.text)
     # idempotence: a second fix changes nothing
-    assert fixed(outcome.text) == outcome.text
+    assert fixed(outcome.text, settings=settings) == outcome.text
     # the result compiles and no applicable fix is left
     compile(outcome.text, str(path), "exec")
-    left = findings(outcome.text, str(path))
+    left = findings(outcome.text, str(path), settings)
     assert not [v for v in left if v.fix and v.fix.applies(True)], describe(left)
 
 
@@ -42,14 +42,14 @@ def test_safe_fixes_are_a_subset(path):
     """Safe-only fixing applies only safe fixes (or safe variants), never more than
     --unsafe-fixes; where its text differs from the `.fixed` golden it is a golden of its
     own (`.safe`, proven behaviour-preserving in test_proof), and a second pass is a no-op."""
-    text = path.read_text(encoding="utf-8")
-    before = findings(text, str(path))
-    safe = fix_source(text, str(path), unsafe=False)
+    text, settings = path.read_text(encoding="utf-8"), settings_for(path)
+    before = findings(text, str(path), settings)
+    safe = fix_source(text, str(path), settings, unsafe=False)
     assert not safe.rejected, safe.rejected
     n_safe = sum(1 for v in before if v.fix and v.fix.applies(False))
     assert sum(safe.applied.values()) >= n_safe if n_safe else not safe.changed
-    assert sum(safe.applied.values()) <= sum(fix_source(text, str(path), unsafe=True).applied.values())
-    assert fixed(safe.text, unsafe=False) == safe.text
+    assert sum(safe.applied.values()) <= sum(fix_source(text, str(path), settings, unsafe=True).applied.values())
+    assert fixed(safe.text, unsafe=False, settings=settings) == safe.text
     safe_path = path.with_name(path.name + ".safe")
     unsafe_path = path.with_name(path.name + ".fixed")
     if not safe.changed or (unsafe_path.exists() and safe.text == unsafe_path.read_text(encoding="utf-8")):
@@ -70,11 +70,11 @@ def test_the_prefilter_never_loses_a_finding(monkeypatch):
     assert not engine.may_match(plain, frozenset(r.code for r in RULES))
     texts = [p.read_text(encoding="utf-8") for p in PROGRAMS]
     texts += list(v for r in RULES for v in r.VALID) + [e.code for r in RULES for e in r.INVALID]
-    with_prefilter = [findings(t) for t in texts]
+    with_prefilter = [findings(t, settings=ALL) for t in texts]
     from torchdevlint.rules.base import Rule
 
     monkeypatch.setattr(Rule, "may_fire", classmethod(lambda cls, data: True))
-    without = [findings(t) for t in texts]
+    without = [findings(t, settings=ALL) for t in texts]
     assert with_prefilter == without
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import describe, findings, fixed
+from helpers import describe, findings, fixed, settings_for_code
 from torchdevlint.engine import RULES
 
 VALID = [(r.code, i, code) for r in RULES for i, code in enumerate(r.VALID)]
@@ -18,7 +18,8 @@ def test_every_rule_has_examples_and_docs():
         for heading in ("What it finds", "Why is this a problem?", "Example", "Use instead", "Fix safety"):
             assert f"## {heading}" in docs, (rule.code, heading)
         # the rule's own docs example is an INVALID case too
-        assert any(v.code == rule.code for v in findings("import torch\nimport torch.nn as nn\nimport threading\n" + _dedent(rule.example)))
+        example = "import torch\nimport torch.nn as nn\nimport threading\n" + _dedent(rule.example)
+        assert any(v.code == rule.code for v in findings(example, settings=settings_for_code(rule.code)))
 
 
 def _dedent(code: str) -> str:
@@ -29,17 +30,19 @@ def _dedent(code: str) -> str:
 
 @pytest.mark.parametrize("code,index,source", VALID, ids=[f"{c}-valid-{i}" for c, i, _ in VALID])
 def test_valid(code, index, source):
-    assert not [v for v in findings(source) if v.code == code], describe(findings(source))
+    settings = settings_for_code(code)
+    assert not [v for v in findings(source, settings=settings) if v.code == code], describe(findings(source, settings=settings))
 
 
 @pytest.mark.parametrize("code,index,example", INVALID, ids=[f"{c}-invalid-{i}" for c, i, _ in INVALID])
 def test_invalid(code, index, example):
-    found = [v for v in findings(example.code) if v.code == code]
+    settings = settings_for_code(code)
+    found = [v for v in findings(example.code, settings=settings) if v.code == code]
     assert found, f"{code} should fire on:\n{example.code}"
-    result = fixed(example.code)
+    result = fixed(example.code, settings=settings)
     if example.fixed is None:
         # this rule's finding has no applicable fix: it is still there after fixing
-        assert [v for v in findings(result) if v.code == code], result
+        assert [v for v in findings(result, settings=settings) if v.code == code], result
     else:
         assert result == example.fixed
-        assert fixed(result) == result
+        assert fixed(result, settings=settings) == result

@@ -67,6 +67,7 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                  'nomap@1:torch.serialization.load',
                  'nomap@1:torch.jit.load',
                  'nomap@2:torch.hub.load_state_dict_from_url'),)),
+    'TDL007': ('hardcoded-gpu-device', ('cuda',), ('device',), (('qual:torch.device',), ('str^cuda',))),
     'TDL101': ('global-set-device',
                ('set_device',),
                (),
@@ -105,6 +106,9 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
     'TDL904': ('io-error', (), (), ())}
 CODES: Tuple[str, ...] = tuple(RULES)
 TOOL_CODES: FrozenSet[str] = frozenset(c for c in CODES if c.startswith("TDL9"))
+# rules that run only when selected by their own code (or ALL), as flake8-bugbear's B9xx:
+# a portability check that code meant only for GPUs need not hear about
+OPT_IN: FrozenSet[str] = frozenset({"TDL007"})
 
 
 def passes(triggers: Tuple[str, ...], also: Tuple[str, ...], data) -> bool:

@@ -18,6 +18,7 @@ from typing import List, Optional, Sequence
 
 from . import __version__
 from . import report
+from .catalogue import OPT_IN
 from .settings import ConfigError, Settings, find_pyproject, load, validate_codes
 
 
@@ -335,12 +336,12 @@ def _lint(args: argparse.Namespace) -> int:
         for r in results:
             out.write(r.diff)
         _summaries(results, unsafe, args, to_stdout=False)
-        _migration(results, violations, unsafe, args, dry_run=True)
+        _migration(results, violations, unsafe, args, dry_run=True, settings=settings)
         changed = any(r.changed for r in results)
         return 1 if changed and not args.exit_zero else 0
     out.write(report.concise(violations, unsafe))
     _summaries(results, unsafe, args, to_stdout=False)
-    _migration(results, violations, unsafe, args, dry_run=False)
+    _migration(results, violations, unsafe, args, dry_run=False, settings=settings)
     changed = any(r.changed for r in results)
     if args.exit_zero:
         return 0
@@ -349,13 +350,15 @@ def _lint(args: argparse.Namespace) -> int:
     return 0
 
 
-def _migration(results, violations, unsafe: bool, args: argparse.Namespace, dry_run: bool) -> None:
+def _migration(results, violations, unsafe: bool, args: argparse.Namespace, dry_run: bool,
+               settings: Settings) -> None:
     if args.quiet:
         return
     applied: Counter = Counter()
     for r in results:
         applied.update(r.applied)
-    sys.stderr.write(report.migration_report(applied, violations, unsafe, dry_run))
+    sys.stderr.write(report.migration_report(applied, violations, unsafe, dry_run,
+                                             not_selected=OPT_IN - settings.enabled_codes()))
 
 
 def _add_noqa(results, args: argparse.Namespace) -> int:

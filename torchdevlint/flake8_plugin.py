@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import FrozenSet, Iterator, List, Tuple, Type
 
 from . import __version__
-from .catalogue import CODES, TOOL_CODES, gated, may_match
+from .catalogue import CODES, OPT_IN, TOOL_CODES, gated, may_match
 from .words import CodeWords
 
 _SKIP = frozenset({"TDL900"})
@@ -29,7 +29,7 @@ class Plugin:
     name = "torchdevlint"
     version = __version__
     device_name = "device"
-    selected: FrozenSet[str] = frozenset(c for c in CODES if c not in TOOL_CODES)
+    selected: FrozenSet[str] = frozenset(c for c in CODES if c not in TOOL_CODES and c not in OPT_IN)
 
     def __init__(self, tree, lines: List[str], filename: str = "-"):
         self.tree = tree
@@ -81,6 +81,8 @@ def _selected(options) -> FrozenSet[str]:
         from flake8.style_guide import Decision, DecisionEngine
 
         engine = DecisionEngine(options)
-        return frozenset(c for c in CODES if c not in TOOL_CODES and engine.decision_for(c) is Decision.Selected)
+        named = set(getattr(options, "select", None) or ()) | set(getattr(options, "extend_select", None) or ())
+        return frozenset(c for c in CODES if c not in TOOL_CODES and engine.decision_for(c) is Decision.Selected
+                         and (c not in OPT_IN or c in named))  # an opt-in rule: selected by its own code
     except Exception:
-        return frozenset(c for c in CODES if c not in TOOL_CODES)
+        return frozenset(c for c in CODES if c not in TOOL_CODES and c not in OPT_IN)

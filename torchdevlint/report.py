@@ -7,7 +7,7 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 from . import __version__
 from .model import Applicability, Violation
@@ -246,10 +246,18 @@ def _parenthetical(message: str) -> str:
     return ""
 
 
+# what a migration (`fix --unsafe-fixes`) leaves unexamined unless an opt-in rule is named
+_OPT_IN_HINTS = {
+    "TDL007": "a GPU the code names itself (`torch.device(\"cuda:0\")`) still needs CUDA: "
+              "`--extend-select TDL007` gives it a CPU fallback",
+}
+
+
 def migration_report(applied: Counter, remaining: Sequence[Violation], unsafe: bool,
-                     dry_run: bool = False) -> str:
+                     dry_run: bool = False, not_selected: Iterable[str] = ()) -> str:
     """What `fix` converted (or, with --diff, would convert), and what is left and why,
-    per rule and per reason."""
+    per rule and per reason; for a migration (``--unsafe-fixes``), the opt-in rules that
+    were ``not_selected`` and what they would have looked at."""
     lines = []
     if applied:
         lines.append(("Would convert: " if dry_run else "Converted: ") + ", ".join(f"{code} {n}" for code, n in sorted(applied.items())) + "\n")
@@ -258,6 +266,9 @@ def migration_report(applied: Counter, remaining: Sequence[Violation], unsafe: b
         lines.append("Left, by rule and reason:\n")
         for (code, reason), n in sorted(left.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
             lines.append(f"  {code} {n:>5}  {reason}\n")
+    hints = [_OPT_IN_HINTS[code] for code in sorted(not_selected) if code in _OPT_IN_HINTS] if unsafe else []
+    if hints:
+        lines += ["Not checked (opt-in):\n"] + [f"  {hint}\n" for hint in hints]
     return "".join(lines)
 
 

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
-from .catalogue import CODES
+from .catalogue import CODES, OPT_IN
 
 
 
@@ -80,7 +80,8 @@ def _enabled_codes(settings: Settings, filename: Optional[str]) -> FrozenSet[str
             if _matches_any(filename, tuple(patterns), settings.root):
                 ignore += codes
     select = list(settings.select) + list(settings.extend_select)
-    return frozenset(c for c in CODES if _longest(c, select) > _longest(c, ignore))
+    return frozenset(c for c in CODES if _longest(c, select) > _longest(c, ignore)
+                     and (c not in OPT_IN or c in select or "ALL" in select))  # opt-in: named itself
 
 
 def _longest(code: str, prefixes: Iterable[str]) -> int:

@@ -53,6 +53,8 @@ class Rule:
     # The gate on the code (see ``words``): groups of alternative tokens, all of which
     # CPython's ast of the module must show for the rule to fire (none: no gate)
     needs: ClassVar[Needs] = ()
+    # an opt-in rule runs only when selected by its own code or ALL (catalogue.OPT_IN)
+    opt_in: ClassVar[bool] = False
     fixable: ClassVar[str] = "never"  # always | sometimes | never
     # the fix and its applicability in words, as the README's rule table says it
     fix_summary: ClassVar[str] = "none"

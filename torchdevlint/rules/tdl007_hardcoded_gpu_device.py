@@ -161,8 +161,6 @@ def _chosen_conditionally(site: CallSite) -> bool:
     The author decided when it applies; the rule speaks of unconditional choices only."""
     if any(part in ("body", "orelse", "case") for _, part in site.cond):
         return True
-    if site.line is None:
-        return False
     found = []
 
     class Choices(cst.CSTVisitor):
@@ -185,7 +183,7 @@ def _chosen_conditionally(site: CallSite) -> bool:
             if node is site.node:
                 found.append(self.depth > 0)
 
-    walk(site.line, Choices())
+    walk(site.line, Choices())  # (the rule looks at calls in statement lines only)
     return bool(found and found[0])
 
 

@@ -14,7 +14,7 @@ concern:
 - ``devices``: per-rank code, binding state along the path, chosen and input devices,
   and the one verdict each bare ``.cuda()`` gets;
 - ``core``: ``Analysis``, which composes them, plus positions;
-- ``walk``: a read-only walk of a LibCST tree (what ``node.visit`` does, building nothing).
+- ``treewalk``: a read-only walk of a LibCST tree (what ``node.visit`` does, building nothing).
 
 Rules import what they need from here, never from another rule.
 """
@@ -32,4 +32,4 @@ from .facts import (  # noqa: F401
     Target,
     is_bare_cuda,
 )
-from .walk import walk  # noqa: F401
+from .treewalk import walk  # noqa: F401

@@ -81,7 +81,7 @@ def _attribute_hooks(visitor: type, kind: type, attribute: str) -> Optional[tupl
 
 
 class _Collector(cst.CSTVisitor):
-    """The single pass that records raw facts. Run it with ``walk.walk`` (LibCST's own
+    """The single pass that records raw facts. Run it with ``treewalk.walk`` (LibCST's own
     ``visit`` gives the same facts, slower): it never looks at whitespace or punctuation,
     and listens only to the child attributes it has hooks for."""
 

@@ -21,7 +21,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from ..source import LineIndex, split_lines
 from .collector import _Collector
-from .walk import walk
+from .treewalk import walk
 from .facts import CallSite, ClassInfo, FunctionInfo, Scope
 from .concurrency import ConcurrencyMixin
 from .parallel import ParallelMixin

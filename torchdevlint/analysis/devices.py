@@ -26,7 +26,7 @@ import libcst as cst
 from .. import names as N
 from .core import Analysis
 from ..source import Outline
-from .walk import walk
+from .treewalk import walk
 from .facts import CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, definitely_bound, is_bare_cuda
 from .process import _called_name as _last_name
 from .process import _is_main_guard

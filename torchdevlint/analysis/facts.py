@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Tuple, Union
 import libcst as cst
 
 from .. import names as N
-from .walk import walk
+from .treewalk import walk
 
 FunctionNode = Union[cst.FunctionDef, cst.Lambda]
 

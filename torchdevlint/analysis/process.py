@@ -29,7 +29,7 @@ import libcst as cst
 from .. import names as N
 from .core import Analysis
 from .facts import CallSite, FunctionInfo
-from .walk import walk
+from .treewalk import walk
 
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 

@@ -29,8 +29,11 @@ import libcst as cst
 _ATTRIBUTES: Dict[type, Tuple[str, ...]] = {}
 # the child attributes that LibCST visits only when they are set (its other
 # ``_visit_and_replace_children`` visit every attribute, None or not; tests/test_walk.py
-# reads LibCST's sources to keep this list true)
-VISITED_ONLY_WHEN_SET: Dict[type, Tuple[str, ...]] = {cst.FormattedStringExpression: ("format_spec",)}
+# reads the installed LibCST's sources to keep this list true; t-strings came in 1.8)
+VISITED_ONLY_WHEN_SET: Dict[type, Tuple[str, ...]] = {
+    getattr(cst, name): ("format_spec",)
+    for name in ("FormattedStringExpression", "TemplatedStringExpression") if hasattr(cst, name)
+}
 
 
 class _AttributeRecorder(cst.CSTVisitor):

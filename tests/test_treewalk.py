@@ -234,3 +234,23 @@ def test_cpython_and_libcst_count_the_same_statements():
     for text in sources():
         analysis = Analysis(cst.parse_module(text), text=text)
         assert len(analysis._starts) == len(analysis._statements) > 0
+
+
+def test_the_walk_keeps_no_visitor_class_alive():
+    """Analysis code defines visitor classes inside functions (one class per call): the
+    walk's per-class plans must go with them, or a long-running server grows forever."""
+    import gc
+    import weakref
+
+    module = cst.parse_module("import torch\nx = torch.zeros(1).cuda()\n")
+    refs = []
+    for _ in range(3):
+        class Local(cst.CSTVisitor):
+            def visit_Name(self, node):
+                pass
+
+        walk(module, Local())
+        refs.append(weakref.ref(Local))
+        del Local
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]

@@ -22,6 +22,7 @@ exactly LibCST's.
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Callable, Dict, List, Optional, Tuple
 
 import libcst as cst
@@ -91,7 +92,10 @@ class _Plan:
         self.visit, self.leave, self.attributes = visit, leave, attributes
 
 
-_PLANS: Dict[tuple, Optional[_Plan]] = {}
+# visitor class -> node type -> its plan; weak: analysis code defines small visitor
+# classes inside functions, one class object per call, and a long-running process (the
+# language server) must not keep them all
+_PLANS: "weakref.WeakKeyDictionary[type, Dict[type, Optional[_Plan]]]" = weakref.WeakKeyDictionary()
 
 
 def _call_with(method: Callable, attribute: str, visitor: cst.CSTVisitor, node: cst.CSTNode) -> None:
@@ -139,17 +143,16 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     that child attribute of that node type (if not, those two are not called there).
     """
     vtype = type(visitor)
-    plans: Dict[type, Optional[_Plan]] = {}
+    plans = _PLANS.get(vtype)
+    if plans is None:
+        plans = _PLANS[vtype] = {}
 
     def go(n: cst.CSTNode) -> None:
         kind = type(n)
         try:
             plan = plans[kind]
         except KeyError:
-            key = (vtype, kind)
-            if key not in _PLANS:
-                _PLANS[key] = _plan(vtype, n)
-            plan = plans[kind] = _PLANS[key]
+            plan = plans[kind] = _plan(vtype, n)
         if plan is None:
             return
         visit = plan.visit

@@ -88,7 +88,8 @@ def test_the_cache_keeps_tree_and_single_file_answers_apart(tmp_path):
 
 def test_a_warm_run_analyses_nothing_again(tmp_path, monkeypatch):
     """The whole-run pass is cached too (under the file's digest and the index's own
-    fingerprint): a second run over an unchanged tree runs no analysis, and answers the same."""
+    fingerprint, and under the digests of the whole tree): a second run over an unchanged
+    tree builds no index and runs no analysis, and answers the same."""
     from torchdevlint import runner
     from torchdevlint.settings import Settings
 
@@ -102,10 +103,15 @@ def test_a_warm_run_analyses_nothing_again(tmp_path, monkeypatch):
 
     first = once()
     assert ((9, 8), "safe", paths[2]) in first[2]  # the sibling class made it safe
-    calls = []
-    real = runner.process
+    calls, indexed = [], []
+    real, real_index = runner.process, runner.build_index
     monkeypatch.setattr(runner, "process", lambda job: calls.append(job.path) or real(job))
-    assert once() == first and calls == []
+    monkeypatch.setattr(runner, "build_index", lambda *a, **k: indexed.append(1) or real_index(*a, **k))
+    # an unchanged tree: not even the index is built (every file's digest says so)
+    assert once() == first and calls == [] and indexed == []
+    # a file the index does not read changes: the index is built, its fingerprint matches
+    (tmp_path / "pkg" / "__init__.py").write_text("# touched\n")
+    assert once() == first and calls == [] and indexed == [1]
     # a change to the sibling that defines the class is a miss for the whole-run answer
     (tmp_path / "pkg" / "models.py").write_text(MODELS.replace("nn.Module", "object"))
     assert once() != first and str(tmp_path / "pkg" / "train.py") in calls

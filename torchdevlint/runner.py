@@ -399,11 +399,15 @@ class Cache:
         so a cache shipped with (or planted in) a repository cannot vouch for a file."""
         return hashlib.blake2b(data, digest_size=16, key=_secret()).hexdigest()
 
-    def get(self, path: str, digest: str, whole_run: bool = False) -> Optional[List[Violation]]:
+    def get(self, path: str, digest: str, whole_run: bool = False,
+            tree: Optional[str] = None) -> Optional[List[Violation]]:
         """The cached findings, or None: a missing, stale or malformed entry is a miss
-        (and is rewritten by this run). ``whole_run``: the answer of the whole-run pass."""
+        (and is rewritten by this run). ``whole_run``: the answer of the whole-run pass,
+        valid for ``digest`` (the file's and its index's), or for ``tree`` (every file of
+        the run unchanged: the index need not even be built to know it is the same)."""
         entry = self.entries.get(_PROJECT_KEY + path if whole_run else path)
-        if not self.enabled or not isinstance(entry, dict) or entry.get("digest") != digest:
+        if not self.enabled or not isinstance(entry, dict) or not (
+                entry.get("digest") == digest or (tree is not None and entry.get("tree") == tree)):
             return None
         try:
             found = entry["violations"]
@@ -413,10 +417,13 @@ class Cache:
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):
             return None
 
-    def put(self, path: str, digest: str, violations: List[Violation], whole_run: bool = False) -> None:
+    def put(self, path: str, digest: str, violations: List[Violation], whole_run: bool = False,
+            tree: Optional[str] = None) -> None:
         if self.enabled:
             key = _PROJECT_KEY + path if whole_run else path
             self.entries[key] = {"digest": digest, "violations": [v.to_json() for v in violations]}
+            if tree is not None:
+                self.entries[key]["tree"] = tree
             self.dirty = True
 
     def save(self) -> None:
@@ -609,11 +616,25 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
         for v in results[p].violations)]
     if not needy:
         return
+    cache, digests = cached if cached is not None else (None, {})
+    tree = None  # every file of the run, as read: unchanged, the whole-run answers are too
+    if cache is not None and cache.enabled and all(p in digests for p in paths):
+        tree = hashlib.blake2b("\0".join(f"{p}\0{digests[p]}" for p in sorted(paths)).encode(),
+                               digest_size=16).hexdigest()
+        for path in list(needy):
+            hit = cache.get(path, "", whole_run=True, tree=tree)  # ("": by the tree only)
+            if hit is not None:
+                results[path] = FileResult(path, hit)
+                needy.remove(path)
+        if not needy:
+            return  # a warm run: no index to build
     project = build_index(paths, read_source, seeds=needy)
     if not any(project.classes.values()):
+        if tree is not None:  # nothing the index could prove: the first pass's answers stand
+            for path in needy:
+                cache.put(path, "", results[path].violations, whole_run=True, tree=tree)  # type: ignore[union-attr]
         return
     keys: Dict[str, str] = {}
-    cache, digests = cached if cached is not None else (None, {})
     if cache is not None and cache.enabled:
         stamp = project.fingerprint()
         for path in list(needy):
@@ -624,10 +645,11 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
             if hit is not None:
                 results[path] = FileResult(path, hit)
                 needy.remove(path)
+                cache.put(path, keys[path], hit, whole_run=True, tree=tree)  # (this tree too, now)
     again = [Job(p, mode, unsafe, settings, roots=roots, project=project) for p in needy]
     for result in _process_all(again, jobs):
         if result.path in keys:
-            cache.put(result.path, keys[result.path], result.violations, whole_run=True)  # type: ignore[union-attr]
+            cache.put(result.path, keys[result.path], result.violations, whole_run=True, tree=tree)  # type: ignore[union-attr]
         first = results[result.path]
         if mode == "fix" and not result.fixed_text:  # the first pass is already written
             result.applied = first.applied + result.applied

@@ -61,6 +61,7 @@ def _load_reference(data) -> bool:
     nor ``json.load``, ``np.load``: what stands before the dot must be able to be torch."""
     kind = type(data)
     dot, space, imp = (".", " \t\r\n\\", "import") if kind is str else (b".", b" \t\r\n\\", b"import")
+    text = None  # the data as str (ASCII in place), decoded once if a receiver is looked at
     for m in _LOAD[kind].finditer(data):
         k = m.start() - 1
         before = data[k:k + 1]
@@ -68,8 +69,11 @@ def _load_reference(data) -> bool:
             continue  # `download`, `reload`: not the word `load`
         while k >= 0 and data[k:k + 1] in space:
             k -= 1
-        if k >= 0 and data[k:k + 1] == dot and _may_be_torch(data, k):
-            return True
+        if k >= 0 and data[k:k + 1] == dot:
+            if text is None:
+                text = data if kind is str else data.decode("latin-1")
+            if _may_be_torch(text, k):
+                return True
         at = data.rfind(imp, 0, m.start())
         if at >= 0 and _IMPORT_LIST[kind].fullmatch(_COMMENT[kind].sub(data[:0], data[at + 6:m.start()])):
             return True
@@ -84,13 +88,13 @@ _ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _WS = r"(?:[ \t]|\\\r?\n)"  # a space within a statement (a backslash continues the line)
 
 
-def _may_be_torch(data, dot: int) -> bool:
-    """Whether the receiver ending before ``data[dot]`` (a ``.``) may resolve to torch or
+def _may_be_torch(text: str, dot: int) -> bool:
+    """Whether the receiver ending before ``text[dot]`` (a ``.``) may resolve to torch or
     one of its loader modules: a torch name (``torch``, ``jit``, ``hub``,
     ``serialization``), or a name the text imports from torch under an alias (``import
     torch as th``, ``from torch import jit as J``). Anything but a plain ASCII word before
-    the dot (a bracket: ``(torch).load``; a non-ASCII name) may be."""
-    text = data if type(data) is str else data.decode("latin-1")  # ASCII stays in place
+    the dot (a bracket: ``(torch).load``; a non-ASCII name) may be. Bytes are read as
+    latin-1: every ASCII character stays in place."""
     k = dot - 1
     while k >= 0 and text[k] in " \t\r\n\\":
         k -= 1

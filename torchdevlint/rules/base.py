@@ -244,7 +244,7 @@ class Context:
         torch = a.torch_alias
         if torch is None or a.guarded_torch_import is not None:
             return None, [], f"{_LIBRARY} (and no module-level `import torch` for a definition in the function)"
-        if any("jit" in a.code(d.decorator) for d in fn.decorators):  # TorchScript: leave it as it is
+        if self.torchscript(fn):  # TorchScript: leave it as it is
             return None, [], f"{_LIBRARY} (and the function is compiled by TorchScript)"
         head = self.function_head(fn)
         if head is None:
@@ -255,6 +255,12 @@ class Context:
         return name, [Edit((line, 0), (line, 0), definition + a.module.default_newline)], (
             "a device defined in the function (falls back to the CPU): a library module gets no "
             "device at import")
+
+    def torchscript(self, fn: cst.CSTNode) -> bool:
+        """Whether a decorator hands the function to TorchScript (``@torch.jit.script``,
+        ``@jit.ignore``...): what a fix may write in it is not plain Python."""
+        return isinstance(fn, cst.FunctionDef) and any("jit" in self.analysis.code(d.decorator)
+                                                        for d in fn.decorators)
 
     def function_head(self, fn: cst.FunctionDef) -> Optional[Tuple[int, str]]:
         """Where a line goes to run first in ``fn``: the line of its first statement after

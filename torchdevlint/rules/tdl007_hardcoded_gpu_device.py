@@ -217,6 +217,6 @@ def _refusal(ctx: Context, site: CallSite, literal: _Literal) -> Optional[str]:
         hazard = ctx.module_query_hazard()
         if hazard:
             return hazard
-    elif isinstance(fn.node, cst.FunctionDef) and any("jit" in a.code(d.decorator) for d in fn.node.decorators):
+    elif ctx.torchscript(fn.node):
         return "the function is compiled by TorchScript"
     return None

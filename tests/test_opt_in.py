@@ -1,5 +1,5 @@
-"""Opt-in rules (TDL007): off unless selected by their own code (or ALL), the same way in
-the settings, the CLI, a pyproject.toml and the flake8 plugin."""
+"""Opt-in rules (TDL007, TDL008): off unless selected by their own code (or ALL), the same
+way in the settings, the CLI, a pyproject.toml and the flake8 plugin."""
 
 from __future__ import annotations
 
@@ -15,25 +15,36 @@ from torchdevlint.rules import ALL_RULES
 from torchdevlint.settings import Settings
 
 SCRIPT = "import torch\n\n\ndef main():\n    device = torch.device('cuda:0')\n    return torch.zeros(1, device=device)\n"
+# one finding of each opt-in rule
+SCRIPTS = {
+    "TDL007": SCRIPT,
+    "TDL008": "import torch\n\n\ndef main():\n    x = torch.zeros(1)\n    torch.cuda.synchronize()\n    return x\n",
+}
 
 
 def test_the_catalogue_and_the_rules_agree_on_what_is_opt_in():
-    assert OPT_IN == {r.code for r in ALL_RULES if r.opt_in} == {"TDL007"}
+    assert OPT_IN == {r.code for r in ALL_RULES if r.opt_in} == set(SCRIPTS) == {"TDL007", "TDL008"}
 
 
+@pytest.mark.parametrize("code", sorted(SCRIPTS))
 @pytest.mark.parametrize("select, extend, ignore, on", [
     (("TDL",), (), (), False),  # the default: a prefix does not name it
     (("TDL0",), (), (), False),
     (("TDL00",), (), (), False),
-    (("TDL",), ("TDL007",), (), True),
-    (("TDL007",), (), (), True),
+    (("TDL",), ("X",), (), True),
+    (("X",), (), (), True),
     (("ALL",), (), (), True),
-    (("TDL",), ("TDL007",), ("TDL007",), False),  # ignoring it by name wins, as for any rule
-    (("TDL",), ("TDL007",), ("TDL0",), True),  # the longer (named) selection wins
+    (("TDL",), ("X",), ("X",), False),  # ignoring it by name wins, as for any rule
+    (("TDL",), ("X",), ("TDL0",), True),  # the longer (named) selection wins
 ])
-def test_an_opt_in_rule_runs_only_when_named(select, extend, ignore, on):
-    codes = Settings(select=select, extend_select=extend, ignore=ignore).enabled_codes()
-    assert ("TDL007" in codes) is on
+def test_an_opt_in_rule_runs_only_when_named(code, select, extend, ignore, on):
+    def named(codes):
+        return tuple(code if c == "X" else c for c in codes)
+
+    codes = Settings(select=named(select), extend_select=named(extend), ignore=named(ignore)).enabled_codes()
+    assert (code in codes) is on
+    other = ({"TDL007", "TDL008"} - {code}).pop()
+    assert (other in codes) is (select == ("ALL",))  # naming one opt-in rule does not name the other
     if select == ("TDL",) and not ignore:
         assert "TDL001" in codes  # the others are unaffected
 
@@ -55,29 +66,34 @@ def test_cli_and_pyproject_select_it_by_name(tmp_path):
     assert "torch.device('cuda:0' if torch.cuda.is_available() else 'cpu')" in (tmp_path / "train.py").read_text()
 
 
-def _flake8(*args: str) -> set:
-    r = subprocess.run([sys.executable, "-m", "flake8", "--format=%(row)d|%(code)s", *args],
-                       capture_output=True, text=True)
+def _flake8(*args: str, fmt: str = "%(row)d|%(code)s") -> set:
+    """flake8's findings, formatted by ``fmt``; with the default, the codes found."""
+    r = subprocess.run([sys.executable, "-m", "flake8", f"--format={fmt}", *args], capture_output=True, text=True)
     assert r.returncode in (0, 1), r.stderr
-    return {line.split("|")[1] for line in r.stdout.splitlines()}
+    lines = set(r.stdout.splitlines())
+    return {line.split("|")[1] for line in lines} if fmt == "%(row)d|%(code)s" else lines
 
 
-def test_flake8_runs_it_only_when_named(tmp_path):
+@pytest.mark.parametrize("code", sorted(SCRIPTS))
+def test_flake8_runs_it_only_when_named(tmp_path, code):
     f = tmp_path / "train.py"
-    f.write_text(SCRIPT)
+    f.write_text(SCRIPTS[code])
     assert _flake8("--select", "TDL", str(f)) == set()
-    assert _flake8(str(f)) == set()  # flake8's own default selection: every plugin code but this one
-    assert _flake8("--select", "TDL", "--extend-select", "TDL007", str(f)) == {"TDL007"}
-    assert _flake8("--select", "TDL007", str(f)) == {"TDL007"}
+    assert _flake8(str(f)) == set()  # flake8's own default selection: every plugin code but these
+    assert _flake8("--select", "TDL", "--extend-select", code, str(f)) == {code}
+    assert _flake8("--select", code, str(f)) == {code}
 
 
 def test_flake8_and_check_agree_on_the_opt_in_fixtures():
-    programs = sorted((FIXTURES / "tdl007").glob("*.py"))
+    programs = sorted((FIXTURES / "tdl007").glob("*.py")) + sorted((FIXTURES / "tdl008").glob("*.py"))
     assert programs
-    found = _flake8("--select", "TDL", "--extend-select", "TDL007", *map(str, programs))
-    r = cli("check", "--isolated", "--no-cache", "--output-format", "json", "--extend-select", "TDL007",
+    found = _flake8("--select", "TDL", "--extend-select", "TDL007,TDL008", *map(str, programs),
+                    fmt="%(path)s|%(row)d:%(col)d|%(code)s")
+    r = cli("check", "--isolated", "--no-cache", "--output-format", "json", "--extend-select", "TDL007,TDL008",
             *map(str, programs))
-    assert found == set(_codes(r)) == {"TDL007"}
+    mine = {f"{v['filename']}|{v['location']['row']}:{v['location']['column']}|{v['code']}"
+            for v in json.loads(r.stdout)}
+    assert found == mine and {f.rsplit("|", 1)[1] for f in found} == {"TDL007", "TDL008"}
 
 
 def test_a_migration_says_what_the_opt_in_rule_would_have_looked_at(tmp_path):
@@ -88,5 +104,8 @@ def test_a_migration_says_what_the_opt_in_rule_would_have_looked_at(tmp_path):
     plain = cli("fix", "--isolated", "--no-cache", "--diff", ".", cwd=tmp_path)  # not a migration: no advice
     named = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--extend-select", "TDL007", "--diff", ".",
                 cwd=tmp_path)
-    assert "Not checked" not in plain.stderr.decode() and "Not checked" not in named.stderr.decode()
+    both = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--extend-select", "TDL007,TDL008", "--diff",
+               ".", cwd=tmp_path)
+    assert "Not checked" not in plain.stderr.decode() and "Not checked" not in both.stderr.decode()
+    assert "names itself" not in named.stderr.decode() and "`--extend-select TDL008`" in named.stderr.decode()
     assert "Would convert: TDL007 1" in named.stderr.decode()

@@ -67,7 +67,13 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                  'nomap@1:torch.serialization.load',
                  'nomap@1:torch.jit.load',
                  'nomap@2:torch.hub.load_state_dict_from_url'),)),
-    'TDL007': ('hardcoded-gpu-device', ('cuda',), ('device',), (('qual:torch.device',), ('str^cuda',))),
+    'TDL007': ('hardcoded-gpu-device', ('cuda',), (), (('call:cuda', 'str^cuda'),)),
+    'TDL008': ('cuda-only-call',
+               ('cuda',),
+               ('synchronize', 'Event', 'Stream', 'current_device', 'get_device_', 'current_stream',
+                'default_stream', 'CUDAGraph', 'reset_', 'ipc_collect', 'get_rng_state', 'mem_get_info',
+                'memory_summary', 'init', 'set_per_process_memory_fraction', 'nvtx'),
+               (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY)),)),
     'TDL101': ('global-set-device',
                ('set_device',),
                (),
@@ -108,7 +114,7 @@ CODES: Tuple[str, ...] = tuple(RULES)
 TOOL_CODES: FrozenSet[str] = frozenset(c for c in CODES if c.startswith("TDL9"))
 # rules that run only when selected by their own code (or ALL), as flake8-bugbear's B9xx:
 # a portability check that code meant only for GPUs need not hear about
-OPT_IN: FrozenSet[str] = frozenset({"TDL007"})
+OPT_IN: FrozenSet[str] = frozenset({"TDL007", "TDL008"})
 
 
 def passes(triggers: Tuple[str, ...], also: Tuple[str, ...], data) -> bool:

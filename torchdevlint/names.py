@@ -39,6 +39,16 @@ SET_DEVICE = frozenset(
 DEVICE_CONTEXTS = frozenset(
     {"torch.cuda.device", "torch.cuda.device_of", "torch.accelerator.device_index"}
 )
+# ``torch.cuda`` calls that raise where CUDA is not available (checked on torch's CPU
+# build; ``empty_cache``, ``manual_seed``, ``memory_allocated``, ``device_count`` do not)
+CUDA_ONLY = frozenset(
+    {f"torch.cuda.{name}" for name in (
+        "synchronize", "current_device", "get_device_name", "get_device_properties",
+        "get_device_capability", "current_stream", "default_stream", "Stream", "Event", "CUDAGraph",
+        "reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
+        "ipc_collect", "get_rng_state", "mem_get_info", "memory_summary", "init",
+        "set_per_process_memory_fraction", "nvtx.range_push", "nvtx.range_pop", "nvtx.mark", "nvtx.range")}
+)
 INIT_PROCESS_GROUP = frozenset(
     {
         "torch.distributed.init_process_group",

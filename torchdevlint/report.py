@@ -248,8 +248,10 @@ def _parenthetical(message: str) -> str:
 
 # what a migration (`fix --unsafe-fixes`) leaves unexamined unless an opt-in rule is named
 _OPT_IN_HINTS = {
-    "TDL007": "a GPU the code names itself (`torch.device(\"cuda:0\")`) still needs CUDA: "
+    "TDL007": "a GPU the code names itself (`torch.device(\"cuda:0\")`, `.cuda(0)`, `.to(\"cuda\")`) still needs CUDA: "
               "`--extend-select TDL007` gives it a CPU fallback",
+    "TDL008": "a `torch.cuda` call that raises without CUDA (`torch.cuda.synchronize()`) still needs it: "
+              "`--extend-select TDL008` runs it only when CUDA is available",
 }
 
 

@@ -628,9 +628,15 @@ class DeviceFacts:
 
     @cached_property
     def fixed_placements(self) -> List[Tuple[CallSite, cst.CSTNode, str]]:
-        """Per-rank placements on a rank-independent device before any binding, other
-        than a bare ``.cuda()``: ``.cuda(0)``, ``.to("cuda")``, ``device="cuda:0"``,
-        ``torch.device("cuda")`` (site, the node to replace, its code)."""
+        """Per-rank placements on a rank-independent device before any binding (TDL003's)."""
+        return [(site, node, code) for site, node, code in self.gpu_placements
+                if self.per_rank(site) is not None and self.bound(site) is None]
+
+    @cached_property
+    def gpu_placements(self) -> List[Tuple[CallSite, cst.CSTNode, str]]:
+        """Placements on a GPU that literals name, other than a bare ``.cuda()``:
+        ``.cuda(0)``, ``.to("cuda")``, ``device="cuda:0"``, ``torch.device("cuda")``,
+        ``torch.device("cuda", 1)`` (site, the node to replace, its code)."""
         a = self.a
         out: List[Tuple[CallSite, cst.CSTNode, str]] = []
         for site in a.calls:
@@ -656,8 +662,6 @@ class DeviceFacts:
                     if kw == "device" or (kw is None and site.method == "to" and q is None
                                           and arg is site.node.args[0]):
                         found += _fixed_cuda_strings(arg.value)
-            if not found or self.per_rank(site) is None or self.bound(site) is not None:
-                continue
             for node in found:
                 out.append((site, node, a.code(node)))
         return out

@@ -12,6 +12,7 @@ from .tdl004_cuda_call_bypasses_device import CudaCallBypassesDevice
 from .tdl005_legacy_cuda_tensor_type import LegacyCudaTensorType
 from .tdl006_load_without_map_location import LoadWithoutMapLocation
 from .tdl007_hardcoded_gpu_device import HardcodedGpuDevice
+from .tdl008_cuda_only_call import CudaOnlyCall
 from .tdl101_global_set_device import GlobalSetDevice
 from .tdl102_set_device_in_thread import SetDeviceInThread
 from .tdl103_device_context_not_entered import DeviceContextNotEntered
@@ -36,6 +37,7 @@ ALL_RULES: List[Type[Rule]] = sorted(
         LegacyCudaTensorType,
         LoadWithoutMapLocation,
         HardcodedGpuDevice,
+        CudaOnlyCall,
         GlobalSetDevice,
         SetDeviceInThread,
         DeviceContextNotEntered,

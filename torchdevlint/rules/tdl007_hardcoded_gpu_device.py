@@ -1,4 +1,5 @@
-"""TDL007 hardcoded-gpu-device (opt-in): ``torch.device("cuda:0")`` with no CPU fallback."""
+"""TDL007 hardcoded-gpu-device (opt-in): ``torch.device("cuda:0")``, ``.cuda(0)``,
+``.to("cuda")``, ``device="cuda"``: a GPU with no CPU fallback."""
 
 from __future__ import annotations
 
@@ -7,29 +8,35 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from ..analysis import CallSite, walk
+from ..analysis import CallSite
 from ..model import Applicability, Fix, Violation
-from .base import _LIBRARY, Context, Example, Rule, Uninsertable
+from .base import Context, Example, Rule, Uninsertable
+from .portability import refusal, unconditional
 
 
 class HardcodedGpuDevice(Rule):
     code = "TDL007"
     name = "hardcoded-gpu-device"
-    summary = "a device that names a GPU with no CPU fallback: the code cannot run without CUDA (opt-in)"
+    summary = ('a GPU named with literals (`torch.device("cuda:0")`, `.cuda(0)`, `.to("cuda")`) with no CPU '
+               "fallback: the code cannot run without CUDA (opt-in)")
     opt_in = True
     triggers = ("cuda",)
-    also_requires = ("device",)
-    # the gate on the code: torch.device called, and a string that starts with "cuda"
-    needs = (("qual:torch.device",), ("str^cuda",))
+    # the gate on the code: a `cuda` method called (`.cuda(0)`), or a string that starts
+    # with "cuda" (`torch.device("cuda")`, `.to("cuda")`, `device="cuda:0"`)
+    needs = (("call:cuda", "str^cuda"),)
     fixable = "sometimes"
-    fix_summary = ('`torch.device("cuda:0" if torch.cuda.is_available() else "cpu")` (unsafe); display at a '
-                   "library's module level")
+    fix_summary = ('`"cuda:0" if torch.cuda.is_available() else "cpu"` in place of the GPU (`.cuda(0)` becomes '
+                   "`.to(...)`; unsafe); display at a library's module level")
     what = """
-        `torch.device("cuda")`, `torch.device("cuda:1")` or `torch.device("cuda", 1)`,
-        chosen unconditionally in a statement (not under an `if`, not one side of
-        `a if c else b` or of `a or b`, not a parameter's default), in code that never
-        asks whether CUDA is there (no `torch.cuda.is_available()` or `device_count()` in
-        its function, or in the module for module-level code, or in an `if` around it).
+        A GPU named with literals: `torch.device("cuda")`, `torch.device("cuda:1")`,
+        `torch.device("cuda", 1)`, `.cuda(1)` / `.cuda(device=1)`, `.to("cuda")`, a
+        `device="cuda:0"` argument (`torch.zeros(2, device="cuda")`), chosen
+        unconditionally in a statement (not under an `if`, not one side of `a if c else b`
+        or of `a or b`, not a parameter's default), in code that never asks whether CUDA
+        is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
+        in the module for module-level code, or in an `if` around it). Per-rank code
+        before any binding is TDL003's (every rank on one GPU is the worse bug); a bare
+        `.cuda()` is TDL001's.
 
         Not on by default: choosing a GPU is a legitimate decision for code that only ever
         runs on GPUs. Select it (`--extend-select TDL007`, or in `[tool.torchdevlint]`
@@ -52,8 +59,10 @@ class HardcodedGpuDevice(Rule):
         model = nn.Linear(4, 2).to(device)
     """
     fix_safety = """
-        Unsafe: on a machine without CUDA the program now runs on the CPU instead of
-        failing (which is the point, but changes behaviour). `is_available()` initialises
+        The GPU becomes `"cuda:1" if torch.cuda.is_available() else "cpu"` where it is
+        named (`.cuda(1)` becomes `.to(...)` of it, keeping `non_blocking`). Unsafe: on a
+        machine without CUDA the program now runs on the CPU instead of failing (which is
+        the point, but changes behaviour). `is_available()` initialises
         CUDA: the fix is display-only at the module level of a module that is not a script
         (it would run at every import), in a module that sets `CUDA_VISIBLE_DEVICES` (the
         query would come first and freeze the devices), in TorchScript, and when the index
@@ -74,6 +83,12 @@ class HardcodedGpuDevice(Rule):
         '            return torch.device("cuda", 0)\n',
         'import torch\nclass Trainer:\n    def __init__(self, device=torch.device("cuda:0")):\n'
         '        self.device = device\n',
+        "import torch\ndef f(x, gpu):\n    return x.to('cuda' if gpu else 'cpu'), x.cuda(gpu), x.cuda()\n",
+        "import torch\ndef f(x):\n    if x.is_cuda:\n        return torch.ones(1, device='cuda:0')\n",
+        "import torch\ndef f(x):\n    return x.to('cuda') if torch.cuda.is_available() else x\n",
+        # per-rank code before any binding: TDL003's
+        "import torch\nimport torch.multiprocessing as mp\ndef worker(rank):\n    return torch.zeros(1).cuda(0)\n"
+        "mp.spawn(worker, nprocs=2)\n",
     )
     INVALID = (
         Example('import torch\n\n\ndef main():\n    device = torch.device("cuda:0")\n    return device\n',
@@ -86,38 +101,76 @@ class HardcodedGpuDevice(Rule):
                 "    net(torch.zeros(1, 2, device=net.weight.device))\n"),
         Example('import torch\nDEVICE = torch.device("cuda")\n'),  # a library's module level: display
         Example('import torch\ndef f(rank):\n    return torch.device("cuda", rank)\n'),  # an expression: display
+        # an index, a string argument: the same fallback where the GPU is named
+        Example("import torch\n\n\ndef main(batch):\n    net = torch.nn.Linear(4, 2).cuda(0)\n"
+                "    x = batch.to('cuda:0', non_blocking=True)\n    return net(x), torch.ones(2, device='cuda')\n",
+                "import torch\n\n\ndef main(batch):\n"
+                '    net = torch.nn.Linear(4, 2).to("cuda:0" if torch.cuda.is_available() else "cpu")\n'
+                "    x = batch.to('cuda:0' if torch.cuda.is_available() else 'cpu', non_blocking=True)\n"
+                "    return net(x), torch.ones(2, device='cuda' if torch.cuda.is_available() else 'cpu')\n"),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
+        per_rank = {node for _, node, _ in a.devices.fixed_placements}  # TDL003's
         for site in a.calls:
-            if site.qualname != "torch.device" or site.line is None:
-                continue  # (not in a statement: a parameter's default, which the caller may override)
-            literal = _gpu_literal(site)
-            if literal is None or _checks_for_cuda(ctx, site) or _chosen_conditionally(site):
+            if site.qualname != "torch.device" or site.node in per_rank:
                 continue
-            shown = a.code(site.node)
-            yield ctx.violation(
-                site.node,
-                f"`{shown}` names a GPU with no CPU fallback: this code cannot run where CUDA is not available",
-                self._fix(ctx, site, literal),
-            )
+            literal = _gpu_literal(site)
+            if literal is None or not unconditional(ctx, site, site.node):
+                continue
+            yield self._report(ctx, site, site.node, self._fix(ctx, site, literal))
+        for site, node, code in a.devices.gpu_placements:
+            if site.qualname == "torch.device" or node in per_rank or not unconditional(ctx, site, node):
+                continue
+            yield self._report(ctx, site, node, self._placement_fix(ctx, site, node))
+
+    def _report(self, ctx: Context, site: CallSite, node: cst.CSTNode, fix: Fix) -> Violation:
+        a = ctx.analysis
+        method = isinstance(node, cst.Call) and site.method == "cuda"  # `.cuda(0)`, not its receiver
+        shown = "." + a.code(node.with_changes(func=node.func.attr)) if method else a.code(node)
+        return ctx.violation(
+            node, f"`{shown}` names a GPU with no CPU fallback: this code cannot run where CUDA is not available",
+            ctx.guarded(fix, node if isinstance(node, cst.Call) else None))
 
     def _fix(self, ctx: Context, site: CallSite, literal: "_Literal") -> Fix:
         a = ctx.analysis
-        message = "Fall back to the CPU when CUDA is not available"
-        reason = _refusal(ctx, site, literal)
+        reason = _refusal(ctx, site, literal.by_hand)
         if reason is not None:
-            return Fix(Applicability.DISPLAY, f"{message} (display only: {reason})")
+            return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: {reason})")
         try:
             torch, imports = ctx.torch_for(site)
         except Uninsertable as exc:
-            return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
-        quote, value = literal.quote, literal.device
-        args = f"{quote}{value}{quote} if {torch}.cuda.is_available() else {quote}cpu{quote}"
+            return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: {exc})")
         call = site.node
-        edit = ctx.replace(call, f"{a.code(call.func)}({args})")
-        return Fix(Applicability.UNSAFE, message, tuple(imports) + (edit,))
+        edit = ctx.replace(call, f"{a.code(call.func)}({_fallback(torch, literal.device, literal.quote)})")
+        return Fix(Applicability.UNSAFE, _MESSAGE, tuple(imports) + (edit,))
+
+    def _placement_fix(self, ctx: Context, site: CallSite, node: cst.CSTNode) -> Fix:
+        """``.cuda(1)`` -> ``.to("cuda:1" if torch.cuda.is_available() else "cpu")`` (keeping
+        ``non_blocking``); a ``"cuda"`` string argument -> the same conditional expression."""
+        reason = _refusal(ctx, site, False)
+        if reason is not None:
+            return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: {reason})")
+        try:
+            torch, imports = ctx.torch_for(site)
+        except Uninsertable as exc:
+            return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: {exc})")
+        if isinstance(node, cst.Call):  # .cuda(<int>), or .cuda(device=<int>)
+            arg = site.positional(0) or site.keyword("device")
+            assert arg is not None and isinstance(arg.value, cst.Integer)
+            edit = ctx.cuda_to_device(node, _fallback(torch, f"cuda:{int(arg.value.value, 0)}", '"'))
+        else:
+            assert isinstance(node, cst.SimpleString)
+            edit = ctx.replace(node, _fallback(torch, node.evaluated_value, node.quote[-1]))
+        return Fix(Applicability.UNSAFE, _MESSAGE, tuple(imports) + (edit,))
+
+
+_MESSAGE = "Fall back to the CPU when CUDA is not available"
+
+
+def _fallback(torch: str, device: str, quote: str) -> str:
+    return f"{quote}{device}{quote} if {torch}.cuda.is_available() else {quote}cpu{quote}"
 
 
 class _Literal:
@@ -154,69 +207,12 @@ def _gpu_literal(site: CallSite) -> Optional[_Literal]:
     return _Literal(text, quote, True)
 
 
-def _chosen_conditionally(site: CallSite) -> bool:
-    """Whether the code picks this GPU on a condition: under an ``if``/``elif``/``else`` or
-    a ``match`` case (``if backend == "nccl": d = torch.device("cuda")``), or as one side
-    of a conditional expression or of ``and``/``or`` (``current() or torch.device("cuda")``).
-    The author decided when it applies; the rule speaks of unconditional choices only."""
-    if any(part in ("body", "orelse", "case") for _, part in site.cond):
-        return True
-    found = []
-
-    class Choices(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.depth = 0
-
-        def visit_IfExp(self, node: cst.IfExp) -> None:
-            self.depth += 1
-
-        def leave_IfExp(self, node: cst.IfExp) -> None:
-            self.depth -= 1
-
-        def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
-            self.depth += 1
-
-        def leave_BooleanOperation(self, node: cst.BooleanOperation) -> None:
-            self.depth -= 1
-
-        def visit_Call(self, node: cst.Call) -> None:
-            if node is site.node:
-                found.append(self.depth > 0)
-
-    walk(site.line, Choices())  # (the rule looks at calls in statement lines only)
-    return bool(found and found[0])
-
-
-_ASKS = ("is_available", "device_count")
-
-
-def _checks_for_cuda(ctx: Context, site: CallSite) -> bool:
-    """Whether the code around the site already asks for CUDA: its function (or the
-    module, for module-level code) does, or an ``if`` around it, however far out (a test
-    method defined under ``if torch.cuda.is_available():``). The author decided what
-    happens without it."""
-    a = ctx.analysis
-    fn = a.enclosing_function(site.scope)
-    text = a.code(fn.node) if fn is not None else a.text
-    if any(word in text for word in _ASKS):
-        return True
-    line = a.range(site.node).start.line
-    return any(header.startswith(("if ", "elif ")) and any(word in header for word in _ASKS)
-               for _, header in a.devices.outline.headers(line, 1))
-
-
-def _refusal(ctx: Context, site: CallSite, literal: _Literal) -> Optional[str]:
+def _refusal(ctx: Context, site: CallSite, by_hand: bool) -> Optional[str]:
     """Why the fallback cannot be written in place, or None."""
-    a = ctx.analysis
-    if literal.by_hand:
+    if by_hand:
         return "the index is an expression or a keyword: write the fallback by hand"
-    fn = a.enclosing_function(site.scope)
-    if fn is None:
-        if not a.devices.is_script:
-            return _LIBRARY
-        hazard = ctx.module_query_hazard()
+    if ctx.analysis.enclosing_function(site.scope) is None and ctx.analysis.devices.is_script:
+        hazard = ctx.module_query_hazard()  # a new query at a script's module level
         if hazard:
             return hazard
-    elif ctx.torchscript(fn.node):
-        return "the function is compiled by TorchScript"
-    return None
+    return refusal(ctx, site)

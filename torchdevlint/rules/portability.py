@@ -1,0 +1,130 @@
+"""What the opt-in portability rules (TDL007 a GPU named with no CPU fallback, TDL008 a
+CUDA-only call) share: whether code needs CUDA *unconditionally*, and where a fix may
+write a ``torch.cuda.is_available()`` test.
+
+Code that already decides what happens without CUDA is left alone: a site under an
+``if``/``else``/``case``, one side of ``a if c else b`` or of ``a or b``, a function (or,
+at module level, a module) that asks ``is_available()``/``device_count()`` or tells the
+CPU from CUDA itself (``if device.type == "cpu": return``), an ``if`` around it that
+asks, or an enclosing function or class named or decorated for CUDA or a GPU (``class
+CudaTimer``, ``@unittest.skipIf(not torch.cuda.is_available(), ...)``,
+``@requires_cuda``, ``@pytest.mark.gpu``): code meant for GPUs only.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from ..analysis import CallSite, walk
+from .base import _LIBRARY, Context
+
+ASKS = ("is_available", "device_count")
+_GUARD = re.compile(r"^[ \t]*(?:el)?if[ \t]+[\w.]*\.is_available\(\)[ \t]*:", re.MULTILINE)
+# a question whose answer stops the code without CUDA: `assert torch.cuda.is_available()`,
+# `if not torch.cuda.is_available(): sys.exit(...)`, `if not enabled or not
+# torch.cuda.is_available(): return`, `if torch.cuda.device_count() == 0:`
+_STOP = re.compile(r"^[ \t]*(?:assert\b[^\n]*(?:is_available|device_count)"
+                   r"|(?:el)?if\b[^\n]*\bnot\b[^\n]*(?:is_available|device_count)"
+                   r"|(?:el)?if\b[^\n]*(?:is_available\(\)[ \t]*is[ \t]+False"
+                   r"|device_count\(\)[ \t]*(?:==[ \t]*0|<[ \t]*1)))", re.MULTILINE)
+# code that tells the CPU from CUDA itself: `if device.type == "cpu": return batch_size`,
+# `if torch_device != "cuda":`, `if x.is_cuda:`
+_DEVICE_TEST = re.compile(r"^[ \t]*(?:el)?if\b[^\n]*(?:[=!]=[ \t]*['\"](?:cpu|cuda)['\"]"
+                          r"|['\"](?:cpu|cuda)['\"][ \t]*[=!]=|\.is_cuda\b)", re.MULTILINE)
+# words that mark a function or class as meant for GPUs only, in its name or a decorator
+_GPU_WORDS = ("cuda", "gpu")
+
+
+def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: bool = False) -> bool:
+    """Whether ``node`` (the call, or the string that names a GPU, at ``site``) needs
+    CUDA whatever happens: in a statement line (not a parameter's default, which the
+    caller may override), chosen on no condition, in code that never asks for CUDA.
+    ``stops_only``: only a question that stops the code without CUDA counts (an
+    assertion, an early exit under ``if not ...is_available()``); a flag or a
+    conditional device does not keep a CUDA-only call from raising."""
+    return (site.line is not None and not _chosen_conditionally(site, node)
+            and not _asks_for_cuda(ctx, site, stops_only))
+
+
+def refusal(ctx: Context, site: CallSite) -> Optional[str]:
+    """Why a ``torch.cuda.is_available()`` test cannot be written at ``site``, or None:
+    at the module level of a module that is not a script (it would run at every import),
+    or in a function TorchScript compiles."""
+    a = ctx.analysis
+    fn = a.enclosing_function(site.scope)
+    if fn is None:
+        return None if a.devices.is_script else _LIBRARY
+    if ctx.torchscript(fn.node):
+        return "the function is compiled by TorchScript"
+    return None
+
+
+def _chosen_conditionally(site: CallSite, node: cst.CSTNode) -> bool:
+    """Under an ``if``/``elif``/``else`` or a ``match`` case (``if backend == "nccl": d =
+    torch.device("cuda")``), or one side of a conditional expression or of ``and``/``or``
+    (``current() or torch.device("cuda")``, ``.to("cuda" if gpu else "cpu")``): the author
+    decided when it applies."""
+    if any(part in ("body", "orelse", "case") for _, part in site.cond):
+        return True
+    found = []
+
+    class Choices(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.depth = 0
+
+        def visit_IfExp(self, n: cst.IfExp) -> None:
+            self.depth += 1
+
+        def leave_IfExp(self, n: cst.IfExp) -> None:
+            self.depth -= 1
+
+        def visit_BooleanOperation(self, n: cst.BooleanOperation) -> None:
+            self.depth += 1
+
+        def leave_BooleanOperation(self, n: cst.BooleanOperation) -> None:
+            self.depth -= 1
+
+        def visit_Call(self, n: cst.Call) -> None:
+            if n is node:
+                found.append(self.depth > 0)
+
+        def visit_SimpleString(self, n: cst.SimpleString) -> None:
+            if n is node:
+                found.append(self.depth > 0)
+
+    assert site.line is not None
+    walk(site.line, Choices())
+    return bool(found and found[0])
+
+
+def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
+    """Whether the code around the site already asks for CUDA: its function (or the
+    module, for module-level code) does (``stops_only``: in a way that stops without
+    it), or tells the CPU from CUDA itself, or an ``if`` around it asks, however far out
+    (a test method defined under ``if torch.cuda.is_available():``), or an enclosing
+    function or class is named for CUDA or a GPU, or decorated so."""
+    a = ctx.analysis
+    fn = a.enclosing_function(site.scope)
+    text = a.code(fn.node) if fn is not None else a.text
+    # a plain `if torch.cuda.is_available():` guards its own body only (and is what these
+    # rules' fixes write): the code asks for itself when it tests otherwise (a flag, an
+    # early exit, an assertion, a conditional device)
+    if _STOP.search(text) or _DEVICE_TEST.search(text):
+        return True
+    if not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)):
+        return True
+    scope = site.scope
+    while scope is not None:  # `class CudaTimer`, `def _replay_cuda_graph`, `@requires_gpu`
+        node = scope.node
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and any(
+                word in part for part in [node.name.value.lower()] + [a.code(d.decorator).lower()
+                                                                      for d in node.decorators]
+                for word in _GPU_WORDS):
+            return True
+        scope = scope.parent
+    line = a.range(site.node).start.line
+    return any(header.startswith(("if ", "elif ")) and any(word in header for word in ASKS)
+               for _, header in a.devices.outline.headers(line, 1))

@@ -145,3 +145,66 @@ def test_a_two_file_legacy_program_runs_on_the_cpu_after_unsafe_fixes(tmp_path):
     assert after.stdout.splitlines() == ["0 True", "1 True"]
     again = cli("fix", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path)
     assert again.stdout == b""  # idempotent
+
+
+GUARDED = textwrap.dedent("""\
+    \"\"\"A reproduction script: all of it under the main guard, `import torch` included.\"\"\"
+    import time
+
+    if __name__ == '__main__':
+        import torch
+        import torch.nn as nn
+        torch.backends.cudnn.benchmark = True
+        data = torch.randn([2, 3, 8, 8], dtype=torch.float, device='cuda', requires_grad=True)
+        net = nn.Conv2d(3, 4, kernel_size=[3, 3], padding=[1, 1])
+        net = net.cuda().float()
+        start = time.time()
+        out = net(data)
+        out.backward(torch.randn_like(out))
+        torch.cuda.synchronize()
+        print(out.shape[1], data.grad is not None)
+    """)
+
+GUARDED_FIXED = textwrap.dedent("""\
+    \"\"\"A reproduction script: all of it under the main guard, `import torch` included.\"\"\"
+    import time
+
+    if __name__ == '__main__':
+        import torch
+        import torch.nn as nn
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        torch.backends.cudnn.benchmark = True
+        data = torch.randn([2, 3, 8, 8], dtype=torch.float, device='cuda' if torch.cuda.is_available() else 'cpu', requires_grad=True)
+        net = nn.Conv2d(3, 4, kernel_size=[3, 3], padding=[1, 1])
+        net = net.to(device).float()
+        start = time.time()
+        out = net(data)
+        out.backward(torch.randn_like(out))
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        print(out.shape[1], data.grad is not None)
+    """)
+
+
+def test_a_script_that_imports_torch_in_its_main_guard_runs_on_the_cpu_after_a_migration(tmp_path):
+    """The guard is where such a script starts: the device is defined there, after its
+    `import torch` (a module-level import would change what importing the file does), and
+    the opt-in rules treat the guard as no condition."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "repro.py"
+    script.write_text(GUARDED)
+    before = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert before.returncode != 0 and "CUDA" in before.stderr
+    migrate = ("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--extend-select", "TDL007,TDL008", ".")
+    r = cli(*migrate, cwd=tmp_path)
+    assert "Converted: TDL001 1, TDL007 1, TDL008 1" in r.stderr.decode(), r.stderr.decode()
+    assert script.read_text() == GUARDED_FIXED
+    after = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0 and after.stdout.split() == ["4", "True"], after.stderr
+    assert cli(*migrate[:-1], "--diff", ".", cwd=tmp_path).stdout == b""  # idempotent
+    # `fix` alone: the exact device `.cuda()` uses, in the same place
+    script.write_text(GUARDED)
+    cli("fix", "--isolated", "--no-cache", ".", cwd=tmp_path)
+    assert '    import torch.nn as nn\n    # the device of `.cuda()`' in script.read_text()

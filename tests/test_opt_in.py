@@ -96,16 +96,23 @@ def test_flake8_and_check_agree_on_the_opt_in_fixtures():
     assert found == mine and {f.rsplit("|", 1)[1] for f in found} == {"TDL007", "TDL008"}
 
 
-def test_a_migration_says_what_the_opt_in_rule_would_have_looked_at(tmp_path):
+def test_a_migration_says_what_the_opt_in_rules_would_find(tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT)
-    hint = "Not checked (opt-in):\n  a GPU the code names itself"
-    migration = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path)
-    assert hint in migration.stderr.decode()
+    (tmp_path / "bench.py").write_text(SCRIPTS["TDL008"])
+    migration = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stderr.decode()
+    assert ("Not selected (opt-in), would find:\n  TDL007     1  GPUs the code names itself" in migration
+            and "\n  TDL008     1  `torch.cuda` calls that raise without CUDA" in migration), migration
     plain = cli("fix", "--isolated", "--no-cache", "--diff", ".", cwd=tmp_path)  # not a migration: no advice
     named = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--extend-select", "TDL007", "--diff", ".",
-                cwd=tmp_path)
+                cwd=tmp_path).stderr.decode()
     both = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--extend-select", "TDL007,TDL008", "--diff",
-               ".", cwd=tmp_path)
-    assert "Not checked" not in plain.stderr.decode() and "Not checked" not in both.stderr.decode()
-    assert "names itself" not in named.stderr.decode() and "`--extend-select TDL008`" in named.stderr.decode()
-    assert "Would convert: TDL007 1" in named.stderr.decode()
+               ".", cwd=tmp_path).stderr.decode()
+    assert "Not selected" not in plain.stderr.decode() and "Not selected" not in both
+    assert "TDL007     1" not in named and "TDL008     1" in named and "Would convert: TDL007 1" in named
+    assert "Would convert: TDL007 1, TDL008 1" in both
+    # the user's ignores hold for the look too; and where they would find nothing, nothing is said
+    (tmp_path / "pyproject.toml").write_text('[tool.torchdevlint]\nper-file-ignores = { "bench.py" = ["TDL008"] }\n')
+    kept = cli("fix", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stderr.decode()
+    assert "TDL007     1" in kept and "TDL008" not in kept
+    (tmp_path / "train.py").write_text("import torch\nx = torch.zeros(1)\n")
+    assert "Not selected" not in cli("fix", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stderr.decode()

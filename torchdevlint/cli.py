@@ -290,6 +290,7 @@ def _lint(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     mode = "check" if args.command == "check" else ("diff" if args.diff else "fix")
     unsafe = args.unsafe_fixes
+    skipped: Counter = Counter()  # a migration: what the opt-in rules not selected would find
     if args.jobs < 0:
         raise ConfigError("--jobs must be 0 (one per CPU) or more")
     if "-" in args.paths:
@@ -320,6 +321,8 @@ def _lint(args: argparse.Namespace) -> int:
         jobs = min(args.jobs or cpus, cpus)  # more processes than CPUs only cost memory
         cache = Cache(".", settings, enabled=not args.no_cache) if mode == "check" else None
         results = run(files, mode, settings, unsafe, jobs, cache, progress=not args.quiet, roots=args.paths)
+        if mode != "check" and unsafe and not args.quiet:
+            skipped = _opt_in_findings(files, settings, jobs, args.paths)
     violations = [v for r in results for v in r.violations]
     out = sys.stdout
     if mode == "check" and args.add_noqa:
@@ -336,12 +339,12 @@ def _lint(args: argparse.Namespace) -> int:
         for r in results:
             out.write(r.diff)
         _summaries(results, unsafe, args, to_stdout=False)
-        _migration(results, violations, unsafe, args, dry_run=True, settings=settings)
+        _migration(results, violations, unsafe, args, dry_run=True, skipped=skipped)
         changed = any(r.changed for r in results)
         return 1 if changed and not args.exit_zero else 0
     out.write(report.concise(violations, unsafe))
     _summaries(results, unsafe, args, to_stdout=False)
-    _migration(results, violations, unsafe, args, dry_run=False, settings=settings)
+    _migration(results, violations, unsafe, args, dry_run=False, skipped=skipped)
     changed = any(r.changed for r in results)
     if args.exit_zero:
         return 0
@@ -350,15 +353,29 @@ def _lint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _opt_in_findings(files: List[str], settings: Settings, jobs: int, roots: Sequence[str]) -> Counter:
+    """A migration's look at what it was not asked to change: the findings of the opt-in
+    rules that are not selected, over the same files (as they stand after the fix),
+    with the user's ignores and per-file ignores; an extra pass only for those rules'
+    candidate files, made only by ``fix --unsafe-fixes``."""
+    from .runner import run
+
+    codes = OPT_IN - settings.enabled_codes()
+    if not codes or not files:
+        return Counter()
+    only = settings.with_overrides(select=tuple(sorted(codes)), extend_select=())
+    return Counter(v.code for r in run(files, "check", only, True, jobs, None, roots=roots)
+                   for v in r.violations if v.code in codes)
+
+
 def _migration(results, violations, unsafe: bool, args: argparse.Namespace, dry_run: bool,
-               settings: Settings) -> None:
+               skipped: Counter) -> None:
     if args.quiet:
         return
     applied: Counter = Counter()
     for r in results:
         applied.update(r.applied)
-    sys.stderr.write(report.migration_report(applied, violations, unsafe, dry_run,
-                                             not_selected=OPT_IN - settings.enabled_codes()))
+    sys.stderr.write(report.migration_report(applied, violations, unsafe, dry_run, not_selected=skipped))
 
 
 def _add_noqa(results, args: argparse.Namespace) -> int:

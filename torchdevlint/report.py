@@ -246,20 +246,20 @@ def _parenthetical(message: str) -> str:
     return ""
 
 
-# what a migration (`fix --unsafe-fixes`) leaves unexamined unless an opt-in rule is named
+# what a migration (`fix --unsafe-fixes`) leaves alone unless an opt-in rule is named
 _OPT_IN_HINTS = {
-    "TDL007": "a GPU the code names itself (`torch.device(\"cuda:0\")`, `.cuda(0)`, `.to(\"cuda\")`) still needs CUDA: "
-              "`--extend-select TDL007` gives it a CPU fallback",
-    "TDL008": "a `torch.cuda` call that raises without CUDA (`torch.cuda.synchronize()`) still needs it: "
-              "`--extend-select TDL008` runs it only when CUDA is available",
+    "TDL007": "GPUs the code names itself (`torch.device(\"cuda:0\")`, `.cuda(0)`, `.to(\"cuda\")`) still "
+              "need CUDA: `--extend-select TDL007` gives them a CPU fallback",
+    "TDL008": "`torch.cuda` calls that raise without CUDA (`torch.cuda.synchronize()`) still need it: "
+              "`--extend-select TDL008` runs them only when CUDA is available",
 }
 
 
 def migration_report(applied: Counter, remaining: Sequence[Violation], unsafe: bool,
-                     dry_run: bool = False, not_selected: Iterable[str] = ()) -> str:
+                     dry_run: bool = False, not_selected: Optional[Counter] = None) -> str:
     """What `fix` converted (or, with --diff, would convert), and what is left and why,
-    per rule and per reason; for a migration (``--unsafe-fixes``), the opt-in rules that
-    were ``not_selected`` and what they would have looked at."""
+    per rule and per reason; for a migration (``--unsafe-fixes``), what the opt-in rules
+    that were not selected would find (``not_selected``: code -> findings)."""
     lines = []
     if applied:
         lines.append(("Would convert: " if dry_run else "Converted: ") + ", ".join(f"{code} {n}" for code, n in sorted(applied.items())) + "\n")
@@ -268,9 +268,10 @@ def migration_report(applied: Counter, remaining: Sequence[Violation], unsafe: b
         lines.append("Left, by rule and reason:\n")
         for (code, reason), n in sorted(left.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
             lines.append(f"  {code} {n:>5}  {reason}\n")
-    hints = [_OPT_IN_HINTS[code] for code in sorted(not_selected) if code in _OPT_IN_HINTS] if unsafe else []
-    if hints:
-        lines += ["Not checked (opt-in):\n"] + [f"  {hint}\n" for hint in hints]
+    found = sorted((code, n) for code, n in (not_selected or Counter()).items() if n and code in _OPT_IN_HINTS)
+    if unsafe and found:
+        lines.append("Not selected (opt-in), would find:\n")
+        lines += [f"  {code} {n:>5}  {_OPT_IN_HINTS[code]}\n" for code, n in found]
     return "".join(lines)
 
 

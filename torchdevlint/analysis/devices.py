@@ -418,6 +418,26 @@ class DeviceFacts:
         guards = [s for s in self.a.module.body if isinstance(s, cst.If) and _is_main_guard(s.test)]
         return guards[-1] if guards else None
 
+    def guard_torch_import(self, order: int) -> Optional[Tuple[str, cst.SimpleStatementLine]]:
+        """A script that imports torch only in its main guard (``if __name__ ==
+        "__main__":`` then ``import torch``): the name that import binds and its line,
+        when the code at ``order`` runs in that guard after it (the guard's body is the
+        module's scope: a definition placed after that import serves the rest of it)."""
+        guard = self.main_guard
+        start, end = self._guard_span
+        if guard is None or not start < order < end or not isinstance(guard.body, cst.IndentedBlock):
+            return None
+        body = guard.body.body
+        bindings = self.a.module_scope.bindings
+        for line, top_level, names in self.a.torch_imports:
+            if line not in body:
+                continue
+            for name in names:
+                kinds = {b.kind for b in bindings.get(name, ())}
+                if kinds == {"import"} and any(start < b.order < order for b in bindings[name]):
+                    return name, line  # type: ignore[return-value]
+        return None
+
     @cached_property
     def is_script(self) -> bool:
         """Whether this file is run rather than imported: it has a main guard, a

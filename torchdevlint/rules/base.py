@@ -201,7 +201,8 @@ class Context:
         if a.devices.entry_point(anchor) is None:
             return None, [], _LIBRARY
         name = a.free_name(a.device_name)
-        torch = a.torch_alias or "torch"
+        in_guard = a.devices.guard_torch_import(anchor) if a.guarded_torch_import is not None else None
+        torch = in_guard[0] if in_guard is not None else (a.torch_alias or "torch")
         fallback = f'{torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
         if exact:
             lines = [f"# the device of `.cuda()`; for a CPU fallback: {fallback}", f'{name} = {torch}.device("cuda")']
@@ -210,11 +211,27 @@ class Context:
         hazard = self.module_query_hazard()
         if hazard:  # a write this process makes must come before any CUDA query
             return None, [], hazard
+        if in_guard is not None:  # torch is imported where the script's work starts: define it there
+            return name, self._insert_after(in_guard[1], lines), (
+                "a device defined where the script starts (falls back to the CPU)")
         try:
             edits = self.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None)
         except Uninsertable as exc:
             return None, [], str(exc)
         return name, edits, "a device defined where the script starts (falls back to the CPU)"
+
+    def _insert_after(self, line: cst.SimpleStatementLine, lines: List[str]) -> List[Edit]:
+        """``lines`` at the indentation of ``line`` (an import in the main guard), after it
+        and the imports that directly follow it (a use is never among them)."""
+        a = self.analysis
+        block = a.devices.main_guard.body.body  # type: ignore[union-attr]
+        i = block.index(line)
+        while i + 1 < len(block) and _is_import_line(block[i + 1]):
+            i += 1
+        text = a.lines[a.first_line(line) - 1]
+        indent = text[:len(text) - len(text.lstrip())]
+        at = (a.range(block[i]).end.line + 1, 0)
+        return [Edit(at, at, "".join(indent + x + a.module.default_newline for x in lines))]
 
     def local_device_definition(self, site: CallSite) -> Tuple[Optional[str], List[Edit], str]:
         """In a library module, which gets no module-level definition, a device defined
@@ -326,6 +343,9 @@ class Context:
         name = a.torch_name_at(site.scope, site.order)
         if name is not None:
             return name, []
+        in_guard = a.devices.guard_torch_import(site.order) if a.guarded_torch_import is not None else None
+        if in_guard is not None:  # `if __name__ == "__main__": import torch` bound it before the site
+            return in_guard[0], []
         return "torch", self.insert_module_lines([], site.order, need_torch=True)
 
     def insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool) -> List[Edit]:

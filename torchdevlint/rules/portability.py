@@ -23,6 +23,7 @@ from .base import _LIBRARY, Context
 
 ASKS = ("is_available", "device_count")
 _GUARD = re.compile(r"^[ \t]*(?:el)?if[ \t]+[\w.]*\.is_available\(\)[ \t]*:", re.MULTILINE)
+_CHOICE = re.compile(r"\bif[ \t]+[\w.]*\.is_available\(\)[ \t]+else\b")
 # a question whose answer stops the code without CUDA: `assert torch.cuda.is_available()`,
 # `if not torch.cuda.is_available(): sys.exit(...)`, `if not enabled or not
 # torch.cuda.is_available(): return`, `if torch.cuda.device_count() == 0:`
@@ -45,7 +46,7 @@ def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: b
     ``stops_only``: only a question that stops the code without CUDA counts (an
     assertion, an early exit under ``if not ...is_available()``); a flag or a
     conditional device does not keep a CUDA-only call from raising."""
-    return (site.line is not None and not _chosen_conditionally(site, node)
+    return (site.line is not None and not _chosen_conditionally(ctx, site, node)
             and not _asks_for_cuda(ctx, site, stops_only))
 
 
@@ -62,12 +63,13 @@ def refusal(ctx: Context, site: CallSite) -> Optional[str]:
     return None
 
 
-def _chosen_conditionally(site: CallSite, node: cst.CSTNode) -> bool:
+def _chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> bool:
     """Under an ``if``/``elif``/``else`` or a ``match`` case (``if backend == "nccl": d =
     torch.device("cuda")``), or one side of a conditional expression or of ``and``/``or``
     (``current() or torch.device("cuda")``, ``.to("cuda" if gpu else "cpu")``): the author
-    decided when it applies."""
-    if any(part in ("body", "orelse", "case") for _, part in site.cond):
+    decided when it applies. A script's main guard is where it starts, not a condition."""
+    guard = id(ctx.analysis.devices.main_guard)
+    if any(part in ("body", "orelse", "case") and (key, part) != (guard, "body") for key, part in site.cond):
         return True
     found = []
 
@@ -109,12 +111,14 @@ def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
     a = ctx.analysis
     fn = a.enclosing_function(site.scope)
     text = a.code(fn.node) if fn is not None else a.text
-    # a plain `if torch.cuda.is_available():` guards its own body only (and is what these
-    # rules' fixes write): the code asks for itself when it tests otherwise (a flag, an
-    # early exit, an assertion, a conditional device)
+    # a plain `if torch.cuda.is_available():` guards its own body only, and a device chosen
+    # as `"cuda" if torch.cuda.is_available() else "cpu"` only its own uses (both are what
+    # the fixes write): the code asks for itself when it tests otherwise (a flag, an early
+    # exit, an assertion)
     if _STOP.search(text) or _DEVICE_TEST.search(text):
         return True
-    if not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)):
+    if not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)) + len(
+            _CHOICE.findall(text)):
         return True
     scope = site.scope
     while scope is not None:  # `class CudaTimer`, `def _replay_cuda_graph`, `@requires_gpu`

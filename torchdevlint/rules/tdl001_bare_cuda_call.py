@@ -145,6 +145,12 @@ class BareCudaCall(Rule):
                 "        return torch.zeros(1).to(device)\n_timer = Timer()\n"),
         # ... but not in a body on the `def` line
         Example("import torch\ndef make(n): return torch.zeros(n).cuda()\n", None),
+        # a script that imports torch only in its main guard: the device is defined there
+        Example("if __name__ == '__main__':\n    import torch\n    import torch.nn as nn\n"
+                "    net = nn.Linear(2, 2).cuda()\n",
+                "if __name__ == '__main__':\n    import torch\n    import torch.nn as nn\n"
+                '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "    net = nn.Linear(2, 2).to(device)\n"),
         # a script without a main guard: a call of its own that is a statement
         Example("import torch\ndef evaluate():\n    return torch.zeros(1).cuda()\nprint(evaluate())\n",
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'

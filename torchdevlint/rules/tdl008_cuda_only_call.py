@@ -118,6 +118,11 @@ class CudaOnlyCall(Rule):
                 "    torch.cuda.synchronize(device)\n    return device\n",
                 "import torch\ndef main():\n    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
                 "    if torch.cuda.is_available():\n        torch.cuda.synchronize(device)\n    return device\n"),
+        # a script's main guard is where it starts, not a condition
+        Example("if __name__ == '__main__':\n    import torch\n    y = torch.ones(3) * 2\n"
+                "    torch.cuda.synchronize()\n",
+                "if __name__ == '__main__':\n    import torch\n    y = torch.ones(3) * 2\n"
+                "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n"),
         # the result is kept: what uses it needs a CPU path of its own (display)
         Example("import torch\ndef timer():\n    start = torch.cuda.Event(enable_timing=True)\n"
                 "    start.record()\n    return start\n"),

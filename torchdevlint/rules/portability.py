@@ -14,12 +14,13 @@ CudaTimer``, ``@unittest.skipIf(not torch.cuda.is_available(), ...)``,
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import List, Tuple
 
 import libcst as cst
 
 from ..analysis import CallSite, walk
-from .base import _LIBRARY, Context
+from ..model import Edit
+from .base import _LIBRARY, Context, Uninsertable
 
 ASKS = ("is_available", "device_count")
 _GUARD = re.compile(r"^[ \t]*(?:el)?if[ \t]+[\w.]*\.is_available\(\)[ \t]*:", re.MULTILINE)
@@ -50,17 +51,24 @@ def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: b
             and not _asks_for_cuda(ctx, site, stops_only))
 
 
-def refusal(ctx: Context, site: CallSite) -> Optional[str]:
-    """Why a ``torch.cuda.is_available()`` test cannot be written at ``site``, or None:
-    at the module level of a module that is not a script (it would run at every import),
-    or in a function TorchScript compiles."""
+def torch_for_test(ctx: Context, site: CallSite, new_query: bool) -> Tuple[str, List[Edit]]:
+    """The name of torch to write ``torch.cuda.is_available()`` with at ``site``, and the
+    edits that import it if nothing binds it there. Raises ``Uninsertable`` (the reason)
+    at the module level of a module that is not a script (the test would run at every
+    import), in a function TorchScript compiles, and, for a ``new_query`` (one that
+    does not replace a call that initialised CUDA at the same point anyway), at a
+    script's module level when the module sets ``CUDA_VISIBLE_DEVICES``."""
     a = ctx.analysis
     fn = a.enclosing_function(site.scope)
-    if fn is None:
-        return None if a.devices.is_script else _LIBRARY
-    if ctx.torchscript(fn.node):
-        return "the function is compiled by TorchScript"
-    return None
+    if fn is None and not a.devices.is_script:
+        raise Uninsertable(_LIBRARY)
+    if fn is None and new_query:
+        hazard = ctx.module_query_hazard()
+        if hazard:
+            raise Uninsertable(hazard)
+    if fn is not None and ctx.torchscript(fn.node):
+        raise Uninsertable("the function is compiled by TorchScript")
+    return ctx.torch_for(site)
 
 
 def _chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> bool:

@@ -11,7 +11,7 @@ from ..analysis import CallSite
 from ..analysis.devices import fixed_cuda
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import refusal, unconditional
+from .portability import torch_for_test, unconditional
 
 
 class HardcodedGpuDevice(Rule):
@@ -146,11 +146,8 @@ class HardcodedGpuDevice(Rule):
 
     def _fix(self, ctx: Context, site: CallSite, node: cst.CSTNode, rewrite: "_Rewrite") -> Fix:
         a = ctx.analysis
-        reason = _refusal(ctx, site)
-        if reason is not None:
-            return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: {reason})")
         try:
-            torch, imports = ctx.torch_for(site)
+            torch, imports = torch_for_test(ctx, site, new_query=True)
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: {exc})")
         test, q = f"{torch}.cuda.is_available()", rewrite.quote
@@ -271,12 +268,3 @@ def _stands_alone(site: CallSite) -> bool:
     line = site.line
     stmt = line.body[0] if line is not None and len(line.body) == 1 else None
     return isinstance(stmt, (cst.Assign, cst.AnnAssign, cst.Return)) and stmt.value is site.node
-
-
-def _refusal(ctx: Context, site: CallSite) -> Optional[str]:
-    """Why the fallback cannot be written in place, or None."""
-    if ctx.analysis.enclosing_function(site.scope) is None and ctx.analysis.devices.is_script:
-        hazard = ctx.module_query_hazard()  # a new query at a script's module level
-        if hazard:
-            return hazard
-    return refusal(ctx, site)

@@ -11,7 +11,7 @@ from .. import names as N
 from ..analysis import CallSite
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import refusal, unconditional
+from .portability import torch_for_test, unconditional
 
 
 class CudaOnlyCall(Rule):
@@ -154,11 +154,8 @@ class CudaOnlyCall(Rule):
         if not isinstance(line.body[0], cst.Expr):
             return Fix(Applicability.DISPLAY, f"{message} (display only: its result is kept: give what uses "
                                               "it a CPU path by hand)")
-        reason = refusal(ctx, site)
-        if reason is not None:
-            return Fix(Applicability.DISPLAY, f"{message} (display only: {reason})")
-        try:
-            torch, imports = ctx.torch_for(site)
+        try:  # (no new query: the call it guards initialised CUDA at this point anyway)
+            torch, imports = torch_for_test(ctx, site, new_query=False)
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
         a = ctx.analysis

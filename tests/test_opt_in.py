@@ -99,9 +99,16 @@ def test_flake8_and_check_agree_on_the_opt_in_fixtures():
 def test_a_migration_says_what_the_opt_in_rules_would_find(tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT)
     (tmp_path / "bench.py").write_text(SCRIPTS["TDL008"])
-    migration = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stderr.decode()
+    run = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path)
+    migration = run.stderr.decode()
     assert ("Not selected (opt-in), would find:\n  TDL007     1  GPUs the code names itself" in migration
             and "\n  TDL008     1  `torch.cuda` calls that raise without CUDA" in migration), migration
+    # counted in the same pass, never fixed nor listed as left
+    assert run.stdout == b"" and "Would convert" not in migration and "Left" not in migration
+    written = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+    assert (tmp_path / "train.py").read_text() == SCRIPT and written.returncode == 0, written.stderr.decode()
+    quiet = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--quiet", "--diff", ".", cwd=tmp_path)
+    assert quiet.stderr == b""
     plain = cli("fix", "--isolated", "--no-cache", "--diff", ".", cwd=tmp_path)  # not a migration: no advice
     named = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--extend-select", "TDL007", "--diff", ".",
                 cwd=tmp_path).stderr.decode()

@@ -320,9 +320,14 @@ def _lint(args: argparse.Namespace) -> int:
         cpus = os.cpu_count() or 1
         jobs = min(args.jobs or cpus, cpus)  # more processes than CPUs only cost memory
         cache = Cache(".", settings, enabled=not args.no_cache) if mode == "check" else None
-        results = run(files, mode, settings, unsafe, jobs, cache, progress=not args.quiet, roots=args.paths)
-        if mode != "check" and unsafe and not args.quiet:
-            skipped = _opt_in_findings(files, settings, jobs, args.paths)
+        # a migration also counts what the opt-in rules not selected would find, in the
+        # same pass (their findings are never fixed nor reported: see `fix_source`)
+        look = OPT_IN - settings.enabled_codes() if mode != "check" and unsafe and not args.quiet else frozenset()
+        run_settings = settings.with_overrides(extend_select=settings.extend_select + tuple(sorted(look)))
+        results = run(files, mode, run_settings, unsafe, jobs, cache, progress=not args.quiet, roots=args.paths,
+                      look=look)
+        for r in results:
+            skipped.update(r.looked)
     violations = [v for r in results for v in r.violations]
     out = sys.stdout
     if mode == "check" and args.add_noqa:
@@ -351,21 +356,6 @@ def _lint(args: argparse.Namespace) -> int:
     if violations or (changed and args.exit_non_zero_on_fix):
         return 1
     return 0
-
-
-def _opt_in_findings(files: List[str], settings: Settings, jobs: int, roots: Sequence[str]) -> Counter:
-    """A migration's look at what it was not asked to change: the findings of the opt-in
-    rules that are not selected, over the same files (as they stand after the fix),
-    with the user's ignores and per-file ignores; an extra pass only for those rules'
-    candidate files, made only by ``fix --unsafe-fixes``."""
-    from .runner import run
-
-    codes = OPT_IN - settings.enabled_codes()
-    if not codes or not files:
-        return Counter()
-    only = settings.with_overrides(select=tuple(sorted(codes)), extend_select=())
-    return Counter(v.code for r in run(files, "check", only, True, jobs, None, roots=roots)
-                   for v in r.violations if v.code in codes)
 
 
 def _migration(results, violations, unsafe: bool, args: argparse.Namespace, dry_run: bool,

@@ -210,6 +210,7 @@ class FixOutcome:
     applied: Counter = field(default_factory=Counter)  # code -> fixes applied
     remaining: List[Violation] = field(default_factory=list)
     rejected: List[Violation] = field(default_factory=list)  # TDL903 findings
+    looked: Counter = field(default_factory=Counter)  # code -> findings of the `look` codes
 
     @property
     def changed(self) -> bool:
@@ -217,12 +218,17 @@ class FixOutcome:
 
 
 def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
-               unsafe: bool = False, project=None) -> FixOutcome:
-    """Apply fixes, re-check, repeat until stable (bounded); verify every round."""
+               unsafe: bool = False, project=None, look: FrozenSet[str] = frozenset()) -> FixOutcome:
+    """Apply fixes, re-check, repeat until stable (bounded); verify every round. The
+    findings of the ``look`` codes (enabled in ``settings``) are only counted, in the
+    text as it ends: never fixed, never among what remains."""
     original = text
     outcome = FixOutcome(text)
     for _ in range(MAX_FIX_ROUNDS):
         found = check_source(text, filename, settings, project=project)
+        if look:
+            outcome.looked = Counter(v.code for v in found if v.code in look)
+            found = [v for v in found if v.code not in look]
         chosen = _choose(found, text, unsafe)
         if not chosen:
             outcome.remaining = found
@@ -242,13 +248,15 @@ def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
         text = new_text
         outcome.applied.update(v.code for v in chosen)
     else:
-        outcome.remaining = check_source(text, filename, settings, project=project)
+        outcome.remaining = [v for v in check_source(text, filename, settings, project=project)
+                             if v.code not in look]
         if any(v.fix and v.fix.applies(unsafe) for v in outcome.remaining):
             # fixes that keep finding more to fix are a bug: nothing of it is written
             outcome.rejected.append(tool_finding(
                 "TDL903", f"fixes did not settle after {MAX_FIX_ROUNDS} rounds: nothing written",
                 1, 0, filename))
-            outcome.remaining = check_source(original, filename, settings, project=project)
+            outcome.remaining = [v for v in check_source(original, filename, settings, project=project)
+                                 if v.code not in look]
             outcome.applied = Counter()
             text = original
     outcome.text = text if text != original else original

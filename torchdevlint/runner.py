@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .catalogue import RULES, may_match, tool_finding
@@ -42,6 +42,7 @@ class Job:
     # them is reported, not written (None: no limit)
     roots: Optional[Tuple[str, ...]] = None
     project: Optional[ProjectIndex] = None  # the run's index of its files (fix applicability)
+    look: FrozenSet[str] = frozenset()  # fix/diff: codes whose findings are only counted
 
 
 @dataclass
@@ -54,6 +55,7 @@ class FileResult:
     fixed_text: Optional[str] = None  # for stdin
     parsed: bool = False
     digest: Optional[str] = None
+    looked: Counter = field(default_factory=Counter)  # the `look` codes' findings, by code
 
 
 # ------------------------------------------------------------------ discovery
@@ -160,8 +162,10 @@ def process(job: Job) -> FileResult:
     if job.mode == "check":
         result.violations = check_source(source.text, job.path, job.settings, project=job.project, passed=passed)
         return result
-    outcome = fix_source(source.text, job.path, job.settings, unsafe=job.unsafe, project=job.project)
+    outcome = fix_source(source.text, job.path, job.settings, unsafe=job.unsafe, project=job.project,
+                         look=job.look)
     result.violations = sorted(outcome.remaining + outcome.rejected, key=Violation.sort_key)
+    result.looked = outcome.looked
     if not outcome.changed:
         return result
     result.applied = outcome.applied
@@ -209,7 +213,9 @@ def _process_notebook(job: Job, data: bytes, result: FileResult) -> FileResult:
         result.violations = [_in_cell(nb, v) for v in check_source(nb.module, job.path, job.settings,
                                                                    project=job.project)]
         return result
-    outcome = fix_source(nb.module, job.path, job.settings, unsafe=job.unsafe, project=job.project)
+    outcome = fix_source(nb.module, job.path, job.settings, unsafe=job.unsafe, project=job.project,
+                         look=job.look)
+    result.looked = outcome.looked
     new_raw = nb.with_module(outcome.text) if outcome.changed else raw
     after = Notebook(new_raw) if new_raw != raw else nb  # where what is left now lies
     result.violations = [_in_cell(after, v) for v in sorted(outcome.remaining + outcome.rejected,
@@ -545,8 +551,10 @@ class Progress:
 # ------------------------------------------------------------------ many files
 def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, jobs: int = 1,
         cache: Optional[Cache] = None, progress: bool = False,
-        roots: Optional[Sequence[str]] = None) -> List[FileResult]:
-    """Process files; results come back in the order of ``paths`` whatever ``jobs`` is."""
+        roots: Optional[Sequence[str]] = None, look: FrozenSet[str] = frozenset()) -> List[FileResult]:
+    """Process files; results come back in the order of ``paths`` whatever ``jobs`` is.
+    ``look`` (fix and diff): codes enabled in ``settings`` whose findings are only
+    counted, per file (``FileResult.looked``)."""
     results: Dict[str, FileResult] = {}
     pending: List[Job] = []
     digests: Dict[str, str] = {}  # every file read for the cache -> its digest
@@ -554,7 +562,7 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
     bar = Progress(len(paths), "torchdevlint " + mode, progress)
     real_roots = tuple(os.path.realpath(r) for r in roots) if roots is not None else None
     for path in paths:
-        job = Job(path, mode, unsafe, settings, roots=real_roots)
+        job = Job(path, mode, unsafe, settings, roots=real_roots, look=look)
         if mode == "check" and cache is not None and cache.enabled:
             try:
                 data = read_source(path)
@@ -583,7 +591,7 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
         for path in misses:
             cache.put(path, digests[path], results[path].violations)
     _with_project(paths, results, mode, unsafe, settings, real_roots, jobs,
-                  (cache, digests) if mode == "check" and cache is not None else None)
+                  (cache, digests) if mode == "check" and cache is not None else None, look)
     if cache is not None:
         cache.save()
     return [results[p] for p in paths]
@@ -602,7 +610,8 @@ def _process_all(pending: List[Job], jobs: int):
 
 def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, unsafe: bool,
                   settings: Settings, roots, jobs: int,
-                  cached: Optional[Tuple[Cache, Dict[str, str]]] = None) -> None:
+                  cached: Optional[Tuple[Cache, Dict[str, str]]] = None,
+                  look: FrozenSet[str] = frozenset()) -> None:
     """The whole-run pass: files whose fixes stayed unsafe only because a receiver was
     not provably torch are looked at again with an index of the classes their imports
     reach among the run's files (``project``). Only fixes can change, never findings.
@@ -646,7 +655,7 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
                 results[path] = FileResult(path, hit)
                 needy.remove(path)
                 cache.put(path, keys[path], hit, whole_run=True, tree=tree)  # (this tree too, now)
-    again = [Job(p, mode, unsafe, settings, roots=roots, project=project) for p in needy]
+    again = [Job(p, mode, unsafe, settings, roots=roots, project=project, look=look) for p in needy]
     for result in _process_all(again, jobs):
         if result.path in keys:
             cache.put(result.path, keys[result.path], result.violations, whole_run=True, tree=tree)  # type: ignore[union-attr]

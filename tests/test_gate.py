@@ -111,6 +111,19 @@ def test_call_shape_tokens():
     assert not words.has("nomap@1:torch.hub.load_state_dict_from_url")
 
 
+@pytest.mark.parametrize("code, placed", [
+    ("x.cuda(0)", True), ("x.cuda(device=1)", True), ("torch.device('cuda')", True),
+    ("D('cuda:1', non_blocking=True)", True),  # any function: `from torch import device as D`
+    ("x.to('cuda' if ok else 'cpu')", True), ("torch.zeros(2, device='cuda:0')", True),
+    ("f(*a, 'cuda')", True),  # the first positional the analysis sees
+    ("x.cuda()", False), ("x.cuda(True)", False), ("x.cuda(gpu)", False), ("x.to(device)", False),
+    ("if d == 'cuda':\n    pass", False), ("torch.device('cudax')", False), ("x.to(f'cuda:{k}')", False),
+    ("x.cuda(-1)", False), ("torch.zeros(2, device=b'cuda')", False),
+])
+def test_the_placement_token_is_what_the_analysis_calls_a_placement_on_a_gpu(code, placed):
+    assert CodeWords(ast.parse("import torch\n" + code + "\n")).has("place:cuda") is placed
+
+
 def test_every_rule_declares_a_well_formed_gate():
     for rule in RULES:
         check_tokens(rule.needs)

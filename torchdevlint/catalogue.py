@@ -40,7 +40,7 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                 'distributed_main',
                 'init_rpc',
                 'start_processes'),
-               (('call:cuda', 'str^cuda'),
+               (('bare:cuda', 'place:cuda'),
                 ('name:Process', 'name:Pool', 'name:ProcessPoolExecutor', 'name:spawn', 'name:start_processes',
                  *(f'call:{n}' for n in sorted(N.LAUNCHERS)), 'qual:torch.distributed.rpc.init_rpc',
                  *(f'qual:{q}' for q in sorted(N.INIT_PROCESS_GROUP)), 'text:rank'))),

@@ -17,6 +17,11 @@ one of its tokens). A token is one of:
 - ``str^PREFIX`` / ``str~PART``: a string constant that starts with PREFIX / contains
   PART (constants of up to 200 characters: device strings and environment keys, not
   docstrings);
+- ``place:cuda``: a placement on a GPU that literals name, as
+  ``devices.gpu_placements`` reads them: ``x.cuda(0)`` (or ``device=0``), or a ``"cuda"``
+  / ``"cuda:N"`` string (either side of a conditional expression included) as a call's
+  first positional argument (``torch.device("cuda")``, ``x.to("cuda:0")``, whatever the
+  function's name) or its ``device=``;
 - ``bare:NAME``: a call of a method NAME with no device: no positional argument (or
   ``None``), no ``device=`` but ``None``, no ``*args``/``**kwargs`` (``x.cuda()``,
   ``x.cuda(non_blocking=True)``; not ``x.cuda(0)``), as ``facts.is_bare_cuda`` reads it;
@@ -135,8 +140,8 @@ TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _
 class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
-    __slots__ = ("called", "names", "strings", "bare", "_imports", "_ids", "_attributes", "_quals", "_text",
-                 "_statements", "_unmapped", "_call_quals")
+    __slots__ = ("called", "names", "strings", "bare", "placed", "_imports", "_ids", "_attributes", "_quals",
+                 "_text", "_statements", "_unmapped", "_call_quals")
 
     def __init__(self, tree: ast.AST, text: Optional[str] = None):
         called: Set[str] = set()
@@ -148,6 +153,7 @@ class CodeWords:
         bare: Set[str] = set()
         statements: List[ast.AST] = []  # the functions of calls that are statements
         unmapped: List[Tuple[ast.AST, int]] = []  # calls without map_location: (function, positionals)
+        placed = False  # a GPU placement with literals (``place:cuda``)
         for node in ast.walk(tree):  # the one walk: qualified names are resolved from what it keeps
             kind = type(node)
             if kind is ast.Name:
@@ -161,6 +167,8 @@ class CodeWords:
                 if last:
                     called.add(last)
                 args, keywords = node.args, node.keywords  # type: ignore[attr-defined]
+                if not placed:
+                    placed = _places_on_gpu(last, args, keywords)
                 if any(type(a) is ast.Starred for a in args) or any(k.arg is None for k in keywords):
                     continue  # *args / **kwargs may carry anything
                 if type(func) is ast.Attribute and _no_device(args, keywords):
@@ -193,6 +201,7 @@ class CodeWords:
         self.names: FrozenSet[str] = frozenset(names)
         self.strings: FrozenSet[str] = frozenset(strings)
         self.bare: FrozenSet[str] = frozenset(bare)
+        self.placed = placed
         self._imports, self._ids, self._attributes = imports, ids, attributes
         self._statements, self._unmapped = statements, unmapped
         self._quals: Optional[FrozenSet[str]] = None
@@ -219,6 +228,8 @@ class CodeWords:
             return token[5:] in self.quals
         if token.startswith("bare:"):
             return token[5:] in self.bare
+        if token == "place:cuda":
+            return self.placed
         if token.startswith("stmt:"):
             return token[5:] in self._quals_of("stmt", self._statements)
         if token.startswith("nomap@"):
@@ -279,6 +290,26 @@ def _qualnames(import_nodes: List[ast.AST], ids: Set[str], attributes: List[ast.
             for target in imports[expr.id]:  # type: ignore[attr-defined]
                 out.add(canonical(f"{target}.{tail}"))
     return frozenset(out)
+
+
+def _places_on_gpu(last: Optional[str], args: Sequence[ast.AST], keywords: Sequence[ast.keyword]) -> bool:
+    """A call that places on a GPU named with literals (the ``place:cuda`` token): a
+    superset of what ``devices.gpu_placements`` finds, whatever the function resolves to."""
+    positional = [a for a in args if type(a) is not ast.Starred]
+    device = next((k.value for k in keywords if k.arg == "device"), None)
+    if last == "cuda":
+        index = positional[0] if positional else device
+        if type(index) is ast.Constant and type(index.value) is int:  # type: ignore[attr-defined]
+            return True
+    return (bool(positional) and _gpu_literal(positional[0])) or (device is not None and _gpu_literal(device))
+
+
+def _gpu_literal(node: ast.AST) -> bool:
+    """``"cuda"`` or ``"cuda:N"``, or a conditional expression with one on either side."""
+    if type(node) is ast.IfExp:
+        return _gpu_literal(node.body) or _gpu_literal(node.orelse)  # type: ignore[attr-defined]
+    value = node.value if type(node) is ast.Constant else None  # type: ignore[attr-defined]
+    return type(value) is str and (value == "cuda" or (value[:5] == "cuda:" and value[5:].isdigit()))
 
 
 def _no_device(args: List[ast.expr], keywords: List[ast.keyword]) -> bool:

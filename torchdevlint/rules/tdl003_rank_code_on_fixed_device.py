@@ -18,11 +18,12 @@ class RankCodeOnFixedDevice(Rule):
     name = "rank-code-on-fixed-device"
     summary = "per-rank code places work on a device that does not depend on the rank: every rank uses GPU 0"
     triggers = ("cuda",)
-    # the gate on the code: `.cuda(...)`, or a "cuda"/"cuda:0" device string; and what
+    # the gate on the code: a bare `.cuda()`, or a GPU placement with literals (`.cuda(0)`,
+    # a "cuda"/"cuda:0" device string where a device goes); and what
     # makes code per-process (analysis.devices): a Process (target, subclass, `ctx.Process`),
     # spawn/start_processes, a process pool, a launcher handed a function, an RPC worker,
     # a process group set up, or a rank marker read by a script launched per rank
-    needs = (("call:cuda", "str^cuda"),
+    needs = (("bare:cuda", "place:cuda"),
              ("name:Process", "name:Pool", "name:ProcessPoolExecutor", "name:spawn", "name:start_processes",
               *(f"call:{n}" for n in sorted(N.LAUNCHERS)), "qual:torch.distributed.rpc.init_rpc",
               *(f"qual:{q}" for q in sorted(N.INIT_PROCESS_GROUP)), "text:rank"))

@@ -124,6 +124,21 @@ def test_the_placement_token_is_what_the_analysis_calls_a_placement_on_a_gpu(cod
     assert CodeWords(ast.parse("import torch\n" + code + "\n")).has("place:cuda") is placed
 
 
+@pytest.mark.parametrize("code, found", [
+    ("def work(x):\n    return x.cuda()\nthreading.Thread(target=work).start()", True),
+    ("def work(x):\n    return x.to(dev)\npool.submit(partial(work, 1))", True),
+    ("class L(threading.Thread):\n    def run(self):\n        self.t = torch.zeros(1, device='cuda')", True),
+    ("pool.map(lambda t: t.pin_memory(), xs)", True),
+    ("def load(p):\n    return DataLoader(p, pin_memory=True)\nex.submit(lambda: load(p))", True),
+    ("from threading import Thread as T\ndef w():\n    torch.zeros(1).cuda()\nT(target=w)", True),
+    ("def work(x):\n    return x.cuda()\nwork(1)\nthreading.Thread(target=print).start()", False),
+    ("def work(x):\n    return x.to(torch.float16)\nthreading.Thread(target=work).start()", False),
+    ("def work(x):\n    return x + 1\ny = torch.zeros(1).cuda()\npool.submit(work, y)", False),
+])
+def test_the_thread_token_looks_at_what_threads_are_handed(code, found):
+    assert CodeWords(ast.parse("import threading, torch\n" + code + "\n")).has("thread:cuda") is found
+
+
 def test_every_rule_declares_a_well_formed_gate():
     for rule in RULES:
         check_tokens(rule.needs)

@@ -92,7 +92,7 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                ('Thread', 'Executor', 'run_in_executor', 'to_thread'),
                ('.cuda(', "cuda'", 'cuda"', 'pin_memory'),
                (('name~Thread', 'name~Executor', 'name:to_thread', 'name:run_in_executor', 'name:Pool'),
-                ('call:cuda', 'str^cuda', 'name:pin_memory', 'name~current_device'))),
+                ('thread:cuda',))),
     'TDL105': ('cuda-visible-devices-after-init',
                ('CUDA_VISIBLE_DEVICES',),
                ('cuda', 'DataParallel', 'accelerator'),

@@ -22,6 +22,13 @@ one of its tokens). A token is one of:
   / ``"cuda:N"`` string (either side of a conditional expression included) as a call's
   first positional argument (``torch.device("cuda")``, ``x.to("cuda:0")``, whatever the
   function's name) or its ``device=``;
+- ``thread:cuda``: a function that may run on a thread uses CUDA's implicit device, as
+  TDL104 reads it: a ``def`` named in (or a lambda in) the arguments of what hands
+  functions to threads (``Thread``, an executor method, ``run_in_executor``,
+  ``to_thread``; a class of the module or an import alias, which may be one), or any
+  ``run`` method, whose body has a ``.cuda(...)`` or ``.pin_memory(...)`` call, a
+  ``pin_memory=`` argument, the string ``"cuda"``, or a name as ``device=`` or as
+  ``.to(...)``'s first argument (a device object bound elsewhere);
 - ``bare:NAME``: a call of a method NAME with no device: no positional argument (or
   ``None``), no ``device=`` but ``None``, no ``*args``/``**kwargs`` (``x.cuda()``,
   ``x.cuda(non_blocking=True)``; not ``x.cuda(0)``), as ``facts.is_bare_cuda`` reads it;
@@ -44,7 +51,7 @@ import ast
 import re
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from .names import RANK_MARKERS, canonical
+from .names import EXECUTOR_METHODS, RANK_MARKERS, canonical
 
 Needs = Tuple[Tuple[str, ...], ...]
 _LONGEST = 200
@@ -141,7 +148,7 @@ class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
     __slots__ = ("called", "names", "strings", "bare", "placed", "_imports", "_ids", "_attributes", "_quals",
-                 "_text", "_statements", "_unmapped", "_call_quals")
+                 "_text", "_statements", "_unmapped", "_call_quals", "_tree", "_thread_cuda")
 
     def __init__(self, tree: ast.AST, text: Optional[str] = None):
         called: Set[str] = set()
@@ -207,6 +214,8 @@ class CodeWords:
         self._quals: Optional[FrozenSet[str]] = None
         self._call_quals: Dict[str, FrozenSet[str]] = {}
         self._text = text  # None: text tests cannot rule anything out
+        self._tree: Optional[ast.AST] = tree  # for the one structural token, asked for last
+        self._thread_cuda: Optional[bool] = None
 
     @property
     def quals(self) -> FrozenSet[str]:
@@ -230,6 +239,11 @@ class CodeWords:
             return token[5:] in self.bare
         if token == "place:cuda":
             return self.placed
+        if token == "thread:cuda":
+            if self._thread_cuda is None:
+                self._thread_cuda = _thread_uses_cuda(self._tree) if self._tree is not None else True
+                self._tree = None
+            return self._thread_cuda
         if token.startswith("stmt:"):
             return token[5:] in self._quals_of("stmt", self._statements)
         if token.startswith("nomap@"):
@@ -290,6 +304,67 @@ def _qualnames(import_nodes: List[ast.AST], ids: Set[str], attributes: List[ast.
             for target in imports[expr.id]:  # type: ignore[attr-defined]
                 out.add(canonical(f"{target}.{tail}"))
     return frozenset(out)
+
+
+def _thread_uses_cuda(tree: ast.AST) -> bool:
+    """The ``thread:cuda`` token (see the module docstring): a superset of the functions
+    ``analysis.concurrency`` takes for thread targets (what a ``Thread``, an executor
+    method, ``run_in_executor`` or ``to_thread`` is handed, also through ``partial`` or
+    a lambda; what a class of this file or an import alias is called with; any ``run``
+    method), tested for TDL104's implicit uses."""
+    local: Set[str] = set()  # what may be a Thread: a class of the module, an import alias
+    calls: List[ast.Call] = []
+    defs: List[ast.AST] = []
+    for node in ast.walk(tree):  # one walk; the calls are read once every local name is known
+        kind = type(node)
+        if kind is ast.Call:
+            calls.append(node)  # type: ignore[arg-type]
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            defs.append(node)
+        elif kind is ast.ClassDef:
+            local.add(node.name)  # type: ignore[attr-defined]
+        elif kind is ast.alias and node.asname:  # type: ignore[attr-defined]
+            local.add(node.asname)  # type: ignore[attr-defined]
+    handed: Set[str] = {"run"}  # a Thread subclass's run, whatever its base resolves to
+    lambdas: List[ast.AST] = []
+    for call in calls:
+        last = _last(call.func)
+        if last not in _HANDS_TO_THREADS and last not in local:
+            continue
+        for value in list(call.args) + [k.value for k in call.keywords]:
+            for part in ast.walk(value):  # `f`, `self.f`, `partial(f, x)`, `lambda: f(x)`
+                if type(part) is ast.Name:
+                    handed.add(part.id)  # type: ignore[attr-defined]
+                elif type(part) is ast.Attribute:
+                    handed.add(part.attr)  # type: ignore[attr-defined]
+                elif type(part) is ast.Lambda:
+                    lambdas.append(part)
+    return any(_implicit_cuda(f) for f in lambdas) or any(
+        _implicit_cuda(d) for d in defs if d.name in handed)  # type: ignore[attr-defined]
+
+
+# what hands a function to a thread (or a process: a superset) in analysis.concurrency
+_HANDS_TO_THREADS = EXECUTOR_METHODS | {"Thread", "Process", "spawn", "start_processes", "to_thread",
+                                        "run_in_executor"}
+
+
+def _implicit_cuda(fn: ast.AST) -> bool:
+    """Whether a function's subtree may hold one of TDL104's implicit uses."""
+    for node in ast.walk(fn):
+        kind = type(node)
+        if kind is ast.Call:
+            last = _last(node.func)  # type: ignore[attr-defined]
+            if last in ("cuda", "pin_memory"):
+                return True
+            args = node.args  # type: ignore[attr-defined]
+            if last == "to" and args and type(args[0]) is ast.Name:
+                return True
+        elif kind is ast.keyword:
+            if node.arg == "pin_memory" or (node.arg == "device" and type(node.value) is ast.Name):  # type: ignore[attr-defined]
+                return True
+        elif kind is ast.Constant and node.value == "cuda":  # type: ignore[attr-defined]
+            return True
+    return False
 
 
 def _places_on_gpu(last: Optional[str], args: Sequence[ast.AST], keywords: Sequence[ast.keyword]) -> bool:

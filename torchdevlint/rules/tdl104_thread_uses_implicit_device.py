@@ -21,7 +21,7 @@ class ThreadUsesImplicitDevice(Rule):
     also_requires = (".cuda(", "cuda'", 'cuda"', "pin_memory")
     # the gate on the code: a thread or executor, and a use of the implicit device
     needs = (("name~Thread", "name~Executor", "name:to_thread", "name:run_in_executor", "name:Pool"),
-             ("call:cuda", "str^cuda", "name:pin_memory", "name~current_device"))
+             ("thread:cuda",))  # (a function handed to a call that uses the implicit device)
     fixable = "never"
     fix_summary = 'none'
     what = """

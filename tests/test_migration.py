@@ -3,6 +3,7 @@ of real legacy shapes."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 from helpers import cli, fixed
@@ -204,7 +205,16 @@ def test_a_script_that_imports_torch_in_its_main_guard_runs_on_the_cpu_after_a_m
     after = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert after.returncode == 0 and after.stdout.split() == ["4", "True"], after.stderr
     assert cli(*migrate[:-1], "--diff", ".", cwd=tmp_path).stdout == b""  # idempotent
-    # `fix` alone: the exact device `.cuda()` uses, in the same place
+    # `fix` alone: the exact device `.cuda()` uses, in the same place; the same placement
+    # as the original's under the simulator (safe: identical behaviour)
     script.write_text(GUARDED)
-    cli("fix", "--isolated", "--no-cache", ".", cwd=tmp_path)
-    assert '    import torch.nn as nn\n    # the device of `.cuda()`' in script.read_text()
+    placed = []
+    for step in ("original", "safe fix"):
+        if step == "safe fix":
+            cli("fix", "--isolated", "--no-cache", ".", cwd=tmp_path)
+            assert '    import torch.nn as nn\n    # the device of `.cuda()`' in script.read_text()
+        report = tmp_path / f"{step}.json"
+        sim = cli("sim", "--gpus", "2", "--report", str(report), "repro.py", cwd=tmp_path)
+        assert sim.returncode == 0 and report.exists(), sim.stderr.decode()
+        placed.append(json.loads(report.read_text())["devices"])
+    assert placed[0] == placed[1] and "cuda:0" in placed[0], placed

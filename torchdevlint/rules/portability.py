@@ -14,7 +14,7 @@ CudaTimer``, ``@unittest.skipIf(not torch.cuda.is_available(), ...)``,
 from __future__ import annotations
 
 import re
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
@@ -118,15 +118,7 @@ def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
     function or class is named for CUDA or a GPU, or decorated so."""
     a = ctx.analysis
     fn = a.enclosing_function(site.scope)
-    text = a.code(fn.node) if fn is not None else a.text
-    # a plain `if torch.cuda.is_available():` guards its own body only, and a device chosen
-    # as `"cuda" if torch.cuda.is_available() else "cpu"` only its own uses (both are what
-    # the fixes write): the code asks for itself when it tests otherwise (a flag, an early
-    # exit, an assertion)
-    if _STOP.search(text) or _DEVICE_TEST.search(text):
-        return True
-    if not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)) + len(
-            _CHOICE.findall(text)):
+    if _text_asks(ctx, fn.node if fn is not None else None, stops_only):
         return True
     scope = site.scope
     while scope is not None:  # `class CudaTimer`, `def _replay_cuda_graph`, `@requires_gpu`
@@ -140,3 +132,20 @@ def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
     line = a.range(site.node).start.line
     return any(header.startswith(("if ", "elif ")) and any(word in header for word in ASKS)
                for _, header in a.devices.outline.headers(line, 1))
+
+
+def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool) -> bool:
+    """The text tests of ``_asks_for_cuda`` on a function's code (None: the module's),
+    once per function: a plain ``if torch.cuda.is_available():`` guards its own body
+    only, and a device chosen as ``"cuda" if torch.cuda.is_available() else "cpu"`` only
+    its own uses (both are what the fixes write): the code asks for itself when it tests
+    otherwise (a flag, an early exit, an assertion), or tells the CPU from CUDA."""
+    a = ctx.analysis
+    memo = a.memo.setdefault("portability_asks", {})
+    key = (fn, stops_only)
+    if key not in memo:
+        text = a.code(fn) if fn is not None else a.text
+        memo[key] = bool(_STOP.search(text) or _DEVICE_TEST.search(text)) or (
+            not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)) + len(
+                _CHOICE.findall(text)))
+    return memo[key]

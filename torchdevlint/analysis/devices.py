@@ -671,7 +671,7 @@ class DeviceFacts:
             elif q == "torch.device":
                 first = site.positional(0)
                 second = site.positional(1) or site.keyword("index")
-                if first is not None and fixed_cuda(first.value) and (
+                if first is not None and _fixed_cuda(first.value) and (
                         second is None or isinstance(second.value, cst.Integer)):
                     found.append(site.node)
                 elif first is not None and second is None and isinstance(first.value, cst.IfExp):
@@ -738,7 +738,7 @@ class DeviceFacts:
         return bool(sites) and all(self.cuda_assured(s) for s in sites)
 
 
-def fixed_cuda(expr: cst.BaseExpression) -> bool:
+def _fixed_cuda(expr: cst.BaseExpression) -> bool:
     """``"cuda"`` or ``"cuda:<int>"``: a device that does not depend on the rank."""
     if not isinstance(expr, cst.SimpleString):
         return False
@@ -747,7 +747,7 @@ def fixed_cuda(expr: cst.BaseExpression) -> bool:
 
 
 def _fixed_cuda_strings(expr: cst.BaseExpression) -> List[cst.CSTNode]:
-    if fixed_cuda(expr):
+    if _fixed_cuda(expr):
         return [expr]
     if isinstance(expr, cst.IfExp):  # "cuda" if torch.cuda.is_available() else "cpu"
         return _fixed_cuda_strings(expr.body) + _fixed_cuda_strings(expr.orelse)

@@ -8,7 +8,6 @@ from typing import Iterable, List, Optional, Tuple
 import libcst as cst
 
 from ..analysis import CallSite
-from ..analysis.devices import fixed_cuda
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import torch_for_test, unconditional
@@ -178,32 +177,38 @@ class _Rewrite:
 
 
 def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
-    """Every place a call names a GPU with literals or a string that starts with one,
-    in document order: the node to rewrite and how."""
+    """Every place a call names a GPU: the placements with literals the analysis knows
+    (``devices.gpu_placements``, which TDL003 reads too), then what only this rule
+    rewrites -- ``torch.device("cuda", gpu)`` and its keyword forms, and strings built at
+    run time -- with the node to rewrite and how."""
     found: List[Tuple[CallSite, cst.CSTNode, _Rewrite]] = []
+    placed = set()
+    for site, node, _ in a.devices.gpu_placements:
+        placed.add(node)
+        if isinstance(node, cst.SimpleString):  # .to("cuda"), device="cuda:0"
+            found.append((site, node, _Rewrite("literal", node.evaluated_value, node.quote[-1])))  # type: ignore[arg-type]
+        elif site.qualname == "torch.device":
+            found.append((site, node, _gpu_literal(site)))  # type: ignore[arg-type]
+        else:  # .cuda(1), .cuda(device=1)
+            arg = site.positional(0) or site.keyword("device")
+            found.append((site, node, _Rewrite("index", f"cuda:{int(arg.value.value, 0)}")))  # type: ignore[union-attr]
     for site in a.calls:
         if site.qualname == "torch.device":
+            if site.node in placed:
+                continue
             literal = _gpu_literal(site)
-            if literal is not None:
+            first = site.positional(0)
+            if literal is not None:  # an index that is an expression, keywords
                 found.append((site, site.node, literal))
-            elif len(site.node.args) == 1 and site.positional(0) is not None and _gpu_string(
-                    site.positional(0).value):  # type: ignore[union-attr]
-                found.append((site, site.positional(0).value, _Rewrite("expression", quote=_quote(site))))  # type: ignore[union-attr]
-            continue
-        if site.method == "cuda" and site.qualname is None:
-            arg = site.positional(0) or site.keyword("device")
-            if arg is not None and isinstance(arg.value, cst.Integer):
-                found.append((site, site.node, _Rewrite("index", f"cuda:{int(arg.value.value, 0)}")))
+            elif len(site.node.args) == 1 and first is not None and _gpu_string(first.value):
+                found.append((site, first.value, _Rewrite("expression", quote=_quote(site))))
             continue
         for arg in site.node.args:
             keyword = arg.keyword.value if arg.keyword is not None else None
-            if keyword == "device" or (keyword is None and not arg.star and site.method == "to"
-                                       and site.qualname is None and arg is site.node.args[0]):
-                value = arg.value
-                if fixed_cuda(value):
-                    found.append((site, value, _Rewrite("literal", value.evaluated_value, value.quote[-1])))  # type: ignore[attr-defined]
-                elif _gpu_string(value):
-                    found.append((site, value, _Rewrite("expression", quote=_quote(site))))
+            if (keyword == "device" or (keyword is None and not arg.star and site.method == "to"
+                                        and site.qualname is None and arg is site.node.args[0])) and _gpu_string(
+                    arg.value):
+                found.append((site, arg.value, _Rewrite("expression", quote=_quote(site))))
     return found
 
 

@@ -295,13 +295,29 @@ def test_safe_fixes_where_python_binds_the_name_to_the_device(name):
     ("try:\n    import torch\nexcept ImportError:\n    torch = None\n"
      "def f():\n    return torch.zeros(1).cuda()\nif __name__ == '__main__':\n    f()\n",
      "imported only conditionally or inside a function (line 2)"),
-    ("def f():\n    import torch\n    return torch.zeros(1).cuda()\nif __name__ == '__main__':\n    f()\n",
-     "imported only conditionally or inside a function (line 2)"),
 ])
 def test_no_insertion_where_it_would_change_the_module(src, reason):
     (v,) = findings(src)
     assert v.fix.applicability is Applicability.DISPLAY and reason in v.fix.message
     assert fixed(src) == src
+
+
+def test_a_function_that_imports_torch_itself_gets_its_device_after_that_import():
+    src = ("def f():\n    x = torch_free()\n    import torch\n    import torch.nn as nn\n"
+           "    return torch.zeros(1).cuda(), nn.Linear(2, 2).cuda()\nif __name__ == '__main__':\n    f()\n")
+    (one, two) = findings(src)
+    assert one.fix.applicability is two.fix.applicability is Applicability.UNSAFE
+    out = fixed(src)
+    assert out == ("def f():\n    x = torch_free()\n    import torch\n    import torch.nn as nn\n"
+                   '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                   "    return torch.zeros(1).to(device), nn.Linear(2, 2).to(device)\n"
+                   "if __name__ == '__main__':\n    f()\n")
+    assert fixed(out) == out and safe(src) == src  # the CPU fallback: `fix` alone leaves it
+    # a use before the function's import cannot take a device defined after it
+    early = "def f(x):\n    y = x.cuda()\n    import torch\n    return torch.zeros(1).cuda(), y\nf(1)\n"
+    (first, second) = findings(early)
+    assert first.fix.applicability is Applicability.DISPLAY and "inside a function" in first.fix.message
+    assert second.fix.applicability is Applicability.UNSAFE
 
 
 def test_the_definition_goes_below_a_later_import_of_torch():

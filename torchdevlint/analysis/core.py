@@ -138,6 +138,11 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
             cached = self._ranges[top] = (positions, self._starts[top][0] - positions[top].start.line)
         return _shift(cached[0][node], cached[1])
 
+    def statement_line(self, node: cst.CSTNode) -> Optional[cst.SimpleStatementLine]:
+        """The simple statement line that holds ``node``, if it is in one."""
+        where = self._where.get(node)
+        return where if type(where) is cst.SimpleStatementLine else None
+
     def first_line(self, stmt: cst.CSTNode) -> int:
         """The line a statement starts on (``range(stmt).start.line``: a decorated
         definition's is its ``def`` line, as in CPython), from CPython's parser."""

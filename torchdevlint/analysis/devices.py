@@ -244,7 +244,7 @@ class DeviceFacts:
         """(node, owner function node or None, call order or None) of every rank
         binding, per-process ``CUDA_VISIBLE_DEVICES`` assignments included."""
         out = [(b.node, self._owner(b), b.order) for b in self._rank_bindings]
-        out += [(t, self.flow._owner_node(t), None) for t in self.flow._env_targets]
+        out += [(t, self.flow.owner_node(t), None) for t in self.flow._env_targets]
         return out
 
     def _called_before(self, target: object, owner: object, site: CallSite) -> bool:
@@ -441,11 +441,17 @@ class DeviceFacts:
     @cached_property
     def is_script(self) -> bool:
         """Whether this file is run rather than imported: it has a main guard, a
-        module-level loop, or parses its command line at module level."""
+        module-level loop, parses its command line at module level, or its module's own
+        statements print (``print(net(x))``, not under a ``try``: a library may print a
+        missing optional import) or run its own functions (``main()``)."""
         a = self.a
         return self.main_guard is not None or any(
             isinstance(stmt, (cst.For, cst.While)) for stmt in a.module.body) or any(
-            site.method == "parse_args" and a.enclosing_function(site.scope) is None for site in a.calls)
+            site.method == "parse_args" and a.enclosing_function(site.scope) is None for site in a.calls) or any(
+            isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
+            and isinstance(small.value.func, cst.Name) and small.value.func.value == "print"
+            for stmt in a.module.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body) or bool(
+            self._called_from_module_outside_guard)
 
     def entry_point(self, anchor: int) -> Optional[str]:
         """``"module"`` when this file is a script, whose own execution starts at its top

@@ -141,8 +141,8 @@ class ProcessFlow:
 
     def binds_device_in(self, path: Set[object]) -> bool:
         """Whether code on ``path`` (function nodes; None: module level) binds a device."""
-        return (any(self._owner_node(s.node) in path for s in self.binding_sites)
-                or any(self._owner_node(t) in path for t in self._env_targets))
+        return (any(self.owner_node(s.node) in path for s in self.binding_sites)
+                or any(self.owner_node(t) in path for t in self._env_targets))
 
     # ---------------------------------------------------------------- CUDA init
     def cuda_init(self, site: CallSite) -> Optional[CudaInit]:
@@ -287,14 +287,15 @@ class ProcessFlow:
         # what its import ran comes first), only those whose reach holds a write
         imported = _Walker(self, writes, skip_main_guard=True).walk(self.a.module.body, None, 0)
         start = None if imported is DEAD else imported
-        holders = {self._owner_node(w.node) for w in writes.values()}
+        holders = {self.owner_node(w.node) for w in writes.values()}
         relevant = self.reach(holders, upward=True)
         for fn in self.a.functions.values():
             if fn.node in relevant and isinstance(fn.node, cst.FunctionDef):
                 walker.walk(_body(fn.node), start, 0)
         return sorted(walker.found.values(), key=lambda lw: self.a.range(lw.write.node).start.line)
 
-    def _owner_node(self, node: cst.CSTNode) -> object:
+    def owner_node(self, node: cst.CSTNode) -> object:
+        """The function (its node) whose code holds ``node``; None at module or class level."""
         site = self.a.site_of.get(node)  # type: ignore[arg-type]
         if site is not None:
             fn = self.owner(site)

@@ -212,7 +212,7 @@ class Context:
         if hazard:  # a write this process makes must come before any CUDA query
             return None, [], hazard
         if in_guard is not None:  # torch is imported where the script's work starts: define it there
-            return name, self._insert_after(in_guard[1], lines), (
+            return name, self._insert_after(a.devices.main_guard.body.body, in_guard[1], lines), (  # type: ignore[union-attr]
                 "a device defined where the script starts (falls back to the CPU)")
         try:
             edits = self.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None)
@@ -220,12 +220,27 @@ class Context:
             return None, [], str(exc)
         return name, edits, "a device defined where the script starts (falls back to the CPU)"
 
-    def _insert_after(self, line: cst.SimpleStatementLine, lines: List[str]) -> List[Edit]:
-        """``lines`` at the indentation of ``line`` (an import in the main guard), after it
-        and the imports that directly follow it (a use is never among them)."""
+    def _own_torch_import(self, fn: cst.FunctionDef) -> Optional[Tuple[str, cst.SimpleStatementLine]]:
+        """A function that imports torch itself, in a statement of its body's own (``def
+        main(): import torch``): the name it binds, only ever by that import, and the line."""
         a = self.analysis
-        block = a.devices.main_guard.body.body  # type: ignore[union-attr]
-        i = block.index(line)
+        info = a.functions.get(fn)
+        if info is None or not isinstance(fn.body, cst.IndentedBlock):
+            return None
+        lines = {line: names for line, _, names in a.torch_imports if names}
+        for stmt in fn.body.body:
+            for name in lines.get(stmt, ()):
+                if {b.kind for b in info.scope.bindings.get(name, ())} == {"import"}:
+                    return name, stmt  # type: ignore[return-value]
+        return None
+
+    def _insert_after(self, block: Sequence[cst.BaseStatement], line: cst.SimpleStatementLine,
+                      lines: List[str]) -> List[Edit]:
+        """``lines`` at the indentation of ``line`` (an import of ``block``: the main
+        guard's, a function's), after it and the imports that directly follow it (a use is
+        never among them)."""
+        a = self.analysis
+        i = list(block).index(line)
         while i + 1 < len(block) and _is_import_line(block[i + 1]):
             i += 1
         text = a.lines[a.first_line(line) - 1]
@@ -251,6 +266,8 @@ class Context:
         if scope.node not in memo:
             memo[scope.node] = self._local_device_definition(scope.node)
         name, edits, why = memo[scope.node]
+        if name is not None and a.torch_alias is None and a.torch_name_at(site.scope, site.order) is None:
+            return None, [], "display only: the function imports `torch` after this line"
         return name, list(edits), why
 
     def _local_device_definition(self, fn: cst.FunctionDef) -> Tuple[Optional[str], List[Edit], str]:
@@ -258,6 +275,13 @@ class Context:
         hazard = self.module_query_hazard()
         if hazard:
             return None, [], hazard
+        own = self._own_torch_import(fn)
+        if own is not None:  # `def main(): import torch`: the device goes after that import
+            torch, line = own
+            name = a.free_name(a.device_name)
+            definition = f'{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
+            return name, self._insert_after(fn.body.body, line, [definition]), (  # type: ignore[attr-defined]
+                "a device defined in the function after its `import torch` (falls back to the CPU)")
         torch = a.torch_alias
         if torch is None or a.guarded_torch_import is not None:
             return None, [], f"{_LIBRARY} (and no module-level `import torch` for a definition in the function)"
@@ -325,11 +349,17 @@ class Context:
         return Fix(Applicability.DISPLAY,
                    f"{fix.message} (display only: {names} in this file defines its own `cuda()`)")
 
-    def module_query_hazard(self) -> Optional[str]:
+    def module_query_hazard(self, at: Optional[cst.CSTNode] = None) -> Optional[str]:
         """Why a module-level CUDA query (``is_available()``, ``device_count()``) must not be
         inserted here, or None. It would initialise CUDA at import, before the module's
-        own ``CUDA_VISIBLE_DEVICES`` assignment, which then silently stops working."""
-        writes = self.analysis.process.env_writes
+        own ``CUDA_VISIBLE_DEVICES`` assignment, which then silently stops working. A
+        query written in place of module-level code ``at`` a node is after every write
+        that is module-level code above it (straight-line code runs top down)."""
+        process = self.analysis.process
+        writes = process.env_writes
+        if at is not None:
+            where = self.start(at)
+            writes = [w for w in writes if not (process.owner_node(w.node) is None and self.start(w.node) < where)]
         if not writes:
             return None
         line = min(self.start(w.node)[0] for w in writes)

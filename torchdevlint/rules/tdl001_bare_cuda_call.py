@@ -151,6 +151,13 @@ class BareCudaCall(Rule):
                 "if __name__ == '__main__':\n    import torch\n    import torch.nn as nn\n"
                 '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "    net = nn.Linear(2, 2).to(device)\n"),
+        # ... or only inside the function that uses it: the device goes after that import
+        # (CPU fallback: unsafe)
+        Example("def main():\n    import torch\n    return torch.zeros(1).cuda()\n\n\nif __name__ == '__main__':\n"
+                "    main()\n",
+                "def main():\n    import torch\n"
+                '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "    return torch.zeros(1).to(device)\n\n\nif __name__ == '__main__':\n    main()\n"),
         # a script without a main guard: a call of its own that is a statement
         Example("import torch\ndef evaluate():\n    return torch.zeros(1).cuda()\nprint(evaluate())\n",
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
@@ -198,9 +205,13 @@ class BareCudaCall(Rule):
                 reasons.insert(0, f"{forward.why} may not be on the current device")
             else:
                 name, edits, why = ctx.device_definition(anchor)
-                local = name is None and analysis.devices.entry_point(anchor) is None
-                if local:  # a library module: a definition in the function, if any
-                    name, edits, why = ctx.local_device_definition(site)
+                script = analysis.devices.entry_point(anchor) is not None
+                # a library module, or a script whose functions import torch themselves:
+                # a definition in the function, if any
+                local = name is None and (not script or analysis.torch_alias is None)
+                if local:
+                    name, edits, why_local = ctx.local_device_definition(site)
+                    why = why if script and name is None else why_local
                 device_code = name or analysis.device_name
                 if name is None:
                     applicability, reasons = Applicability.DISPLAY, [f"display only: {why}"]

@@ -96,30 +96,47 @@ def test_flake8_and_check_agree_on_the_opt_in_fixtures():
     assert found == mine and {f.rsplit("|", 1)[1] for f in found} == {"TDL007", "TDL008"}
 
 
-def test_a_migration_says_what_the_opt_in_rules_would_find(tmp_path):
+def test_a_migration_selects_the_opt_in_rules_unless_the_rules_were_chosen(tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT)
     (tmp_path / "bench.py").write_text(SCRIPTS["TDL008"])
+    # nobody chose the rules: `fix --unsafe-fixes` is the migration, and fixes them too
     run = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path)
     migration = run.stderr.decode()
-    assert ("Not selected (opt-in), would find:\n  TDL007     1  GPUs the code names itself" in migration
-            and "\n  TDL008     1  `torch.cuda` calls that raise without CUDA" in migration), migration
-    # counted in the same pass, never fixed nor listed as left
-    assert run.stdout == b"" and "Would convert" not in migration and "Left" not in migration
-    written = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+    assert "Would convert: TDL007 1, TDL008 1" in migration and "Not selected" not in migration, migration
+    # ... and so with a config whose select is the default
+    (tmp_path / "pyproject.toml").write_text('[tool.torchdevlint]\nselect = ["TDL"]\n')
+    assert "Would convert: TDL007 1, TDL008 1" in cli("fix", "--no-cache", "--unsafe-fixes", "--diff", ".",
+                                                      cwd=tmp_path).stderr.decode()
+    # not a migration: `fix` alone, `check`
+    plain = cli("fix", "--isolated", "--no-cache", "--diff", ".", cwd=tmp_path)
+    assert plain.stdout == b"" and "Not selected" not in plain.stderr.decode()
+    assert _codes(cli("check", "--isolated", "--no-cache", "--unsafe-fixes", "--output-format", "json", ".",
+                      cwd=tmp_path)) == []
+    # the rules chosen (`--select`, a config's own select): the opt-in ones are counted, not fixed
+    chosen = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--select", "TDL", "--diff", ".", cwd=tmp_path)
+    told = chosen.stderr.decode()
+    assert ("Not selected (opt-in), would find:\n  TDL007     1  GPUs the code names itself" in told
+            and "\n  TDL008     1  `torch.cuda` calls that raise without CUDA" in told), told
+    assert chosen.stdout == b"" and "Would convert" not in told and "Left" not in told
+    written = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--select", "TDL0,TDL1", ".", cwd=tmp_path)
     assert (tmp_path / "train.py").read_text() == SCRIPT and written.returncode == 0, written.stderr.decode()
-    quiet = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--quiet", "--diff", ".", cwd=tmp_path)
+    quiet = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--select", "TDL", "--quiet", "--diff", ".",
+                cwd=tmp_path)
     assert quiet.stderr == b""
-    plain = cli("fix", "--isolated", "--no-cache", "--diff", ".", cwd=tmp_path)  # not a migration: no advice
-    named = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--extend-select", "TDL007", "--diff", ".",
-                cwd=tmp_path).stderr.decode()
-    both = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--extend-select", "TDL007,TDL008", "--diff",
-               ".", cwd=tmp_path).stderr.decode()
-    assert "Not selected" not in plain.stderr.decode() and "Not selected" not in both
+    named = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--select", "TDL", "--extend-select", "TDL007",
+                "--diff", ".", cwd=tmp_path).stderr.decode()
     assert "TDL007     1" not in named and "TDL008     1" in named and "Would convert: TDL007 1" in named
-    assert "Would convert: TDL007 1, TDL008 1" in both
-    # the user's ignores hold for the look too; and where they would find nothing, nothing is said
+    (tmp_path / "pyproject.toml").write_text('[tool.torchdevlint]\nselect = ["TDL0"]\n')
+    assert "TDL008     1" in cli("fix", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stderr.decode()
+    # the user's ignores hold for the migration and for the count
     (tmp_path / "pyproject.toml").write_text('[tool.torchdevlint]\nper-file-ignores = { "bench.py" = ["TDL008"] }\n')
     kept = cli("fix", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stderr.decode()
-    assert "TDL007     1" in kept and "TDL008" not in kept
+    assert "Would convert: TDL007 1\n" in kept and "TDL008" not in kept, kept
+    ignored = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--select", "TDL", "--ignore", "TDL008",
+                  "--diff", ".", cwd=tmp_path).stderr.decode()
+    assert "TDL007     1" in ignored and "TDL008" not in ignored, ignored
+    # where they would find nothing, nothing is said
     (tmp_path / "train.py").write_text("import torch\nx = torch.zeros(1)\n")
-    assert "Not selected" not in cli("fix", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stderr.decode()
+    (tmp_path / "bench.py").unlink()
+    assert "Not selected" not in cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--select", "TDL", "--diff",
+                                     ".", cwd=tmp_path).stderr.decode()

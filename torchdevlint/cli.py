@@ -260,7 +260,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: argparse.Namespace, migration: bool = False) -> Settings:
+    """The run's settings: the config (or none, ``--isolated``), then the command line.
+    A ``migration`` (``fix --unsafe-fixes``) where nobody chose the rules -- no
+    ``--select``, the default ``select`` -- also selects the opt-in rules (TDL007,
+    TDL008): every fix of theirs is a CPU fallback, which is what a migration is for."""
     if args.isolated:
         settings = Settings()
     elif args.config:
@@ -281,15 +285,17 @@ def settings_from(args: argparse.Namespace) -> Settings:
         if not args.device_name.isidentifier() or keyword.iskeyword(args.device_name):
             raise ConfigError(f"--device-name must be a Python identifier, got {args.device_name!r}")
         settings = settings.with_overrides(device_name=args.device_name)
+    if migration and args.select is None and settings.select == Settings.select:
+        settings = settings.with_overrides(extend_select=settings.extend_select + tuple(sorted(OPT_IN)))
     return settings
 
 
 def _lint(args: argparse.Namespace) -> int:
     from .runner import Cache, Job, discover, process, run
 
-    settings = settings_from(args)
     mode = "check" if args.command == "check" else ("diff" if args.diff else "fix")
     unsafe = args.unsafe_fixes
+    settings = settings_from(args, migration=mode != "check" and unsafe)
     skipped: Counter = Counter()  # a migration: what the opt-in rules not selected would find
     if args.jobs < 0:
         raise ConfigError("--jobs must be 0 (one per CPU) or more")
@@ -320,9 +326,11 @@ def _lint(args: argparse.Namespace) -> int:
         cpus = os.cpu_count() or 1
         jobs = min(args.jobs or cpus, cpus)  # more processes than CPUs only cost memory
         cache = Cache(".", settings, enabled=not args.no_cache) if mode == "check" else None
-        # a migration also counts what the opt-in rules not selected would find, in the
-        # same pass (their findings are never fixed nor reported: see `fix_source`)
-        look = OPT_IN - settings.enabled_codes() if mode != "check" and unsafe and not args.quiet else frozenset()
+        # a migration whose rules were chosen also counts what the opt-in rules left out
+        # would find (not those ignored by name), in the same pass (their findings are
+        # never fixed nor reported: see `fix_source`)
+        look = (frozenset(c for c in OPT_IN - settings.enabled_codes() if c not in settings.ignore)
+                if mode != "check" and unsafe and not args.quiet else frozenset())
         run_settings = settings.with_overrides(extend_select=settings.extend_select + tuple(sorted(look)))
         results = run(files, mode, run_settings, unsafe, jobs, cache, progress=not args.quiet, roots=args.paths,
                       look=look)

@@ -246,7 +246,8 @@ def _parenthetical(message: str) -> str:
     return ""
 
 
-# what a migration (`fix --unsafe-fixes`) leaves alone unless an opt-in rule is named
+# what a migration (`fix --unsafe-fixes`) whose rules were chosen leaves alone unless an
+# opt-in rule is named
 _OPT_IN_HINTS = {
     "TDL007": "GPUs the code names itself (`torch.device(\"cuda:0\")`, `.cuda(0)`, `.to(\"cuda\")`) still "
               "need CUDA: `--extend-select TDL007` gives them a CPU fallback",
@@ -258,8 +259,8 @@ _OPT_IN_HINTS = {
 def migration_report(applied: Counter, remaining: Sequence[Violation], unsafe: bool,
                      dry_run: bool = False, not_selected: Optional[Counter] = None) -> str:
     """What `fix` converted (or, with --diff, would convert), and what is left and why,
-    per rule and per reason; for a migration (``--unsafe-fixes``), what the opt-in rules
-    that were not selected would find (``not_selected``: code -> findings)."""
+    per rule and per reason; for a migration (``--unsafe-fixes``) whose rules were
+    chosen, what the opt-in rules left out would find (``not_selected``: code -> findings)."""
     lines = []
     if applied:
         lines.append(("Would convert: " if dry_run else "Converted: ") + ", ".join(f"{code} {n}" for code, n in sorted(applied.items())) + "\n")

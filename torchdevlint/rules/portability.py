@@ -63,12 +63,24 @@ def torch_for_test(ctx: Context, site: CallSite, new_query: bool) -> Tuple[str, 
     if fn is None and not a.devices.is_script:
         raise Uninsertable(_LIBRARY)
     if fn is None and new_query:
-        hazard = ctx.module_query_hazard()
+        hazard = ctx.module_query_hazard(at=site.node)
         if hazard:
             raise Uninsertable(hazard)
     if fn is not None and ctx.torchscript(fn.node):
         raise Uninsertable("the function is compiled by TorchScript")
     return ctx.torch_for(site)
+
+
+def guard_statement(ctx: Context, line: cst.SimpleStatementLine, torch: str) -> Edit:
+    """The edit that runs the one statement of ``line`` only when CUDA is available
+    (``if torch.cuda.is_available():`` above it, indented by the file's own unit; a
+    comment after it stays on its line)."""
+    a = ctx.analysis
+    stmt = line.body[0]
+    text = a.lines[a.first_line(line) - 1]
+    indent = text[:len(text) - len(text.lstrip())]
+    unit = "\t" if "\t" in indent else "    "
+    return ctx.replace(stmt, f"if {torch}.cuda.is_available():{a.module.default_newline}{indent}{unit}{a.code(stmt)}")
 
 
 def _chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> bool:

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, List, Optional, Tuple
 
 import libcst as cst
 
-from ..analysis import CallSite
+from ..analysis import CallSite, Scope
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import torch_for_test, unconditional
+from .portability import guard_statement, torch_for_test, unconditional
 
 
 class HardcodedGpuDevice(Rule):
@@ -25,13 +26,16 @@ class HardcodedGpuDevice(Rule):
     needs = (("call:cuda", "str^cuda"),)
     fixable = "sometimes"
     fix_summary = ('`"cuda:0" if torch.cuda.is_available() else "cpu"` in place of the GPU (`.cuda(0)` becomes '
-                   "`.to(...)`; unsafe); display at a library's module level")
+                   "`.to(...)`, `.cuda(gpu)` runs only with CUDA; unsafe); display at a library's module level")
     what = """
         A GPU the code names: `torch.device("cuda")`, `torch.device("cuda:1")`,
         `torch.device("cuda", 1)` or `("cuda", gpu)`, `.cuda(1)` / `.cuda(device=1)`,
-        `.to("cuda")`, a `device="cuda:0"` argument (`torch.zeros(2, device="cuda")`), or
-        a device string built at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`,
-        `"cuda:{}".format(gpu)`, `"cuda:%d" % gpu`) in those places, chosen
+        `.cuda(args.gpu)` (any device that is an expression), `.to("cuda")`, a
+        `device="cuda:0"` argument (`torch.zeros(2, device="cuda")`), a device string built
+        at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
+        `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
+        used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound),
+        or a command line's default (`add_argument("--device", default="cuda")`), chosen
         unconditionally in a statement (not under an `if`, not one side of `a if c else b`
         or of `a or b`, not a parameter's default), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
@@ -39,15 +43,16 @@ class HardcodedGpuDevice(Rule):
         tell the CPU from CUDA itself (`if device.type == "cpu":`), outside functions and
         classes named or decorated for CUDA or a GPU. Not in per-rank code (spawned
         workers, scripts launched per rank: GPU code by design, where a rank-independent
-        device is TDL003's bug), nor a bare `.cuda()` (TDL001's) or `.cuda(gpu)` (the
-        argument may be an index, a string or a device).
+        device is TDL003's bug), nor a bare `.cuda()` (TDL001's), nor a `.cuda(*args)`
+        that passes on its caller's device.
 
         Not on by default: choosing a GPU is a legitimate decision for code that only ever
         runs on GPUs. Select it (`--extend-select TDL007`, or in `[tool.torchdevlint]`
         `extend-select = ["TDL007"]`) when the code must also run on a machine without
-        CUDA: a laptop, a CPU-only CI job, a one-shot migration of a legacy repository
-        (`torchdevlint fix --unsafe-fixes --extend-select TDL007 .`). Selecting the whole
-        prefix (`TDL`, `TDL0`) does not turn it on; `ALL` and the code itself do.
+        CUDA: a laptop, a CPU-only CI job. Selecting the whole prefix (`TDL`, `TDL0`) does
+        not turn it on; `ALL` and the code itself do, and so does a one-shot migration,
+        `torchdevlint fix --unsafe-fixes .`, unless the rules were chosen (`--select`, or a
+        `select` other than the default in the config).
     """
     why = """
         The device is the program's one GPU assumption that `.cuda()` fixes cannot reach:
@@ -67,7 +72,11 @@ class HardcodedGpuDevice(Rule):
         named (`.cuda(1)` becomes `.to(...)` of it, keeping `non_blocking`); a string built
         at run time keeps its expression (`f"cuda:{gpu}" if torch.cuda.is_available() else
         "cpu"`), and `torch.device("cuda", gpu)` the whole call (`torch.device("cuda",
-        gpu) if torch.cuda.is_available() else torch.device("cpu")`). Unsafe: on a
+        gpu) if torch.cuda.is_available() else torch.device("cpu")`), and `.cuda(gpu)`
+        the call or its receiver as it is (`x.cuda(gpu) if torch.cuda.is_available() else
+        x`; a statement of its own, `model.cuda(args.gpu)`, goes under `if
+        torch.cuda.is_available():`; display when the receiver spans lines). A name's
+        string changes where it is bound, once for all its uses. Unsafe: on a
         machine without CUDA the program now runs on the CPU instead of failing (which is
         the point, but changes behaviour). `is_available()` initialises CUDA: the fix is
         display-only at the module level of a module that is not a script (it would run
@@ -89,10 +98,22 @@ class HardcodedGpuDevice(Rule):
         '            return torch.device("cuda", 0)\n',
         'import torch\nclass Trainer:\n    def __init__(self, device=torch.device("cuda:0")):\n'
         '        self.device = device\n',
-        "import torch\ndef f(x, gpu):\n    return x.to('cuda' if gpu else 'cpu'), x.cuda(gpu), x.cuda()\n",
+        "import torch\ndef f(x, gpu):\n    return x.to('cuda' if gpu else 'cpu'), x.cuda()\n",
+        # the caller's device passed on (an override), or chosen on a condition
+        "import torch\nclass P(torch.nn.Parameter):\n    def move(self, *args):\n        return super().cuda(*args)\n",
+        "import torch\ndef f(x, args):\n    if args.gpu is not None:\n        x = x.cuda(args.gpu)\n    return x\n",
+        # a string a name holds, chosen on a condition, or never used as a device
+        "import torch\nif torch.cuda.is_available():\n    device = 'cuda'\nelse:\n    device = 'cpu'\n"
+        "x = torch.zeros(1).to(device)\n",
+        "import torch\nname = 'cuda'\nprint(name.upper())\n",
+        # a GPU derived from the rank: per-rank code, wherever its processes start
+        "import torch\nclass Trainer:\n    def init(self, rank):\n        self.rank = rank\n"
+        "        self.net = torch.nn.Linear(2, 2).cuda(self.rank)\n"
+        "        self.x = torch.zeros(1, device=f'cuda:{self.rank}')\n",
+        # another class's `cuda` method: not torch's signature
+        "import torch\ndef f(quantizer, q, meta, x):\n    quantizer.cuda(q, meta=meta, device=x.device)\n",
         "import torch\ndef f(x):\n    if x.is_cuda:\n        return torch.ones(1, device='cuda:0')\n",
         "import torch\ndef f(x):\n    return x.to('cuda') if torch.cuda.is_available() else x\n",
-        "import torch\ndef f(x, args):\n    return x.cuda(args.gpu)\n",
         "import os, torch\nimport torch.distributed as dist\nlocal_rank = int(os.environ['LOCAL_RANK'])\n"
         "dist.init_process_group('nccl')\ntorch.cuda.set_device(local_rank)\n"
         "device = torch.device(f'cuda:{local_rank}')\n",
@@ -110,6 +131,14 @@ class HardcodedGpuDevice(Rule):
                 "torch.cuda.is_available() else 'cpu'))\nfor _ in range(3):\n"
                 "    net(torch.zeros(1, 2, device=net.weight.device))\n"),
         Example('import torch\nDEVICE = torch.device("cuda")\n'),  # a library's module level: display
+        # a script (it prints): in place, after its own CUDA_VISIBLE_DEVICES; display before it
+        Example("import os\nimport torch\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\ndevice = torch.device('cuda')\n"
+                "print(torch.zeros(1, device=device))\n",
+                "import os\nimport torch\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
+                "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "print(torch.zeros(1, device=device))\n"),
+        Example("import os\nimport torch\ndevice = torch.device('cuda')\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
+                "print(torch.zeros(1, device=device))\n"),
         # an index or a string that is an expression: the whole choice gets the fallback
         Example('import torch\ndef f(gpu):\n    return torch.device("cuda", gpu)\n',
                 'import torch\ndef f(gpu):\n    return torch.device("cuda", gpu) if torch.cuda.is_available() '
@@ -127,6 +156,28 @@ class HardcodedGpuDevice(Rule):
                 '    net = torch.nn.Linear(4, 2).to("cuda:0" if torch.cuda.is_available() else "cpu")\n'
                 "    x = batch.to('cuda:0' if torch.cuda.is_available() else 'cpu', non_blocking=True)\n"
                 "    return net(x), torch.ones(2, device='cuda' if torch.cuda.is_available() else 'cpu')\n"),
+        # a GPU that is an expression (an index, a string or a device): the call when CUDA is
+        # there, else the receiver as it is -- a statement of its own runs under a test
+        Example("import torch\n\n\ndef main(args, batch):\n    net = torch.nn.Linear(4, 2)\n    net.cuda(args.gpu)\n"
+                "    x = batch.cuda(args.gpu, non_blocking=True)\n    return net(x)\n",
+                "import torch\n\n\ndef main(args, batch):\n    net = torch.nn.Linear(4, 2)\n"
+                "    if torch.cuda.is_available():\n        net.cuda(args.gpu)\n"
+                "    x = batch.cuda(args.gpu, non_blocking=True) if torch.cuda.is_available() else batch\n"
+                "    return net(x)\n"),
+        Example("import torch\ndef f(x, gpu):\n    return x.cuda(gpu).sum()\n",
+                "import torch\ndef f(x, gpu):\n    return (x.cuda(gpu) if torch.cuda.is_available() else x).sum()\n"),
+        # a GPU string a name holds, used as a device: where it is bound, once for every use
+        Example("import torch\ndevice = 'cuda:0'\nnet = torch.nn.Linear(2, 2).to(device)\n"
+                "print(net(torch.zeros(1, 2, device=device)))\n",
+                "import torch\ndevice = 'cuda:0' if torch.cuda.is_available() else 'cpu'\n"
+                "net = torch.nn.Linear(2, 2).to(device)\nprint(net(torch.zeros(1, 2, device=device)))\n"),
+        # a command line's default: what the script does when run as written
+        Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--device', default='cuda')\nargs = parser.parse_args()\n"
+                "x = torch.zeros(1).to(args.device)\n",
+                "import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "args = parser.parse_args()\nx = torch.zeros(1).to(args.device)\n"),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -134,7 +185,8 @@ class HardcodedGpuDevice(Rule):
         devices = a.devices
         per_rank = {node for _, node, _ in devices.fixed_placements}  # TDL003's
         for site, node, rewrite in _gpu_choices(a):
-            if node in per_rank or devices.per_rank(site) is not None or not unconditional(ctx, site, node):
+            if (node in per_rank or devices.per_rank(site) is not None or _rank_derived(a, site, node, rewrite)
+                    or not unconditional(ctx, site, node)):
                 continue  # (per-rank code is GPU code by design: what matters there is TDL003's)
             a_fix = self._fix(ctx, site, node, rewrite)
             method = isinstance(node, cst.Call) and site.method == "cuda"  # `.cuda(0)`, not its receiver
@@ -157,6 +209,16 @@ class HardcodedGpuDevice(Rule):
             edit = ctx.cuda_to_device(node, f"{q}{rewrite.device}{q} if {test} else {q}cpu{q}")  # type: ignore[arg-type]
         elif rewrite.kind == "expression":  # f"cuda:{gpu}" -> f"cuda:{gpu}" if ... else "cpu"
             edit = ctx.replace(node, f"{a.code(node)} if {test} else {q}cpu{q}")
+        elif rewrite.kind == "receiver":  # .cuda(gpu): the call when CUDA is there, else the receiver as it is
+            if site.expr_stmt is not None and site.line is not None and len(site.line.body) == 1:
+                edit = guard_statement(ctx, site.line, torch)  # model.cuda(args.gpu) on a line of its own
+            else:
+                receiver = a.code(node.func.value)  # type: ignore[attr-defined]
+                if "\n" in receiver:
+                    return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: the receiver spans lines, and "
+                                                      "the fallback would repeat it)")
+                text = f"{a.code(node)} if {test} else {receiver}"
+                edit = ctx.replace(node, text if _stands_alone(site) else f"({text})")
         else:  # torch.device("cuda", gpu): the whole call, or the CPU
             text = f"{a.code(node)} if {test} else {a.code(node.func)}({q}cpu{q})"  # type: ignore[attr-defined]
             edit = ctx.replace(node, text if _stands_alone(site) else f"({text})")
@@ -170,7 +232,8 @@ class _Rewrite:
     """How a GPU choice gets its fallback: ``literal`` (the string names the GPU:
     ``device``), ``index`` (``.cuda(1)``: ``device`` is ``cuda:1``), ``expression`` (a
     string built at run time: the expression itself), ``call`` (``torch.device("cuda",
-    gpu)``: the whole call); ``quote`` is the code's own."""
+    gpu)``: the whole call), ``receiver`` (``.cuda(gpu)``: the call, or the receiver as it
+    is); ``quote`` is the code's own."""
 
     def __init__(self, kind: str, device: str = "", quote: str = '"'):
         self.kind, self.device, self.quote = kind, device, quote
@@ -192,6 +255,7 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
         else:  # .cuda(1), .cuda(device=1)
             arg = site.positional(0) or site.keyword("device")
             found.append((site, node, _Rewrite("index", f"cuda:{int(arg.value.value, 0)}")))  # type: ignore[union-attr]
+    held: set = set()
     for site in a.calls:
         if site.qualname == "torch.device":
             if site.node in placed:
@@ -202,14 +266,98 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
                 found.append((site, site.node, literal))
             elif len(site.node.args) == 1 and first is not None and _gpu_string(first.value):
                 found.append((site, first.value, _Rewrite("expression", quote=_quote(site))))
-            continue
-        for arg in site.node.args:
-            keyword = arg.keyword.value if arg.keyword is not None else None
-            if (keyword == "device" or (keyword is None and not arg.star and site.method == "to"
-                                        and site.qualname is None and arg is site.node.args[0])) and _gpu_string(
-                    arg.value):
-                found.append((site, arg.value, _Rewrite("expression", quote=_quote(site))))
+        elif site.method == "cuda" and site.qualname is None and site.node not in placed and _gpu_argument(site):
+            found.append((site, site.node, _Rewrite("receiver")))  # .cuda(args.gpu): index, string or device
+        elif site.method == "add_argument":  # parser.add_argument("--device", default="cuda")
+            default = site.keyword("default")
+            text = _cuda_text(default.value) if default is not None else None
+            if text is not None:
+                found.append((site, default.value, _Rewrite("literal", text, default.value.quote[-1])))  # type: ignore[union-attr]
+        for value in _device_arguments(site):
+            if _gpu_string(value) and site.qualname != "torch.device":
+                found.append((site, value, _Rewrite("expression", quote=_quote(site))))
+            elif isinstance(value, cst.Name):  # device = "cuda" ... .to(device)
+                choice = _held_string(a, site, value.value)
+                if choice is not None and choice[0].node not in held:
+                    held.add(choice[0].node)
+                    found.append(choice)
     return found
+
+
+def _rank_derived(a, site: CallSite, node: cst.CSTNode, rewrite: "_Rewrite") -> bool:
+    """A GPU chosen by an expression that derives from the process's rank
+    (``.cuda(self.rank)``, ``f"cuda:{local_rank}"``, ``torch.device("cuda", device_id)``):
+    per-rank code, wherever its processes are started."""
+    if rewrite.kind == "receiver":
+        arg = site.positional(0) or site.keyword("device")
+        return arg is not None and a.mentions_rank(arg.value, site.scope)
+    return rewrite.kind in ("expression", "call") and a.mentions_rank(node, site.scope)
+
+
+def _device_arguments(site: CallSite) -> List[cst.BaseExpression]:
+    """What a call takes as a device: ``device=...``, the first argument of ``.to(...)``
+    (a method: not ``torch.to``) and of ``torch.device(...)``."""
+    out = [arg.value for arg in site.node.args if arg.keyword is not None and arg.keyword.value == "device"]
+    first = site.node.args[0] if site.node.args else None
+    if (first is not None and first.keyword is None and not first.star
+            and ((site.method == "to" and site.qualname is None) or site.qualname == "torch.device")):
+        out.append(first.value)
+    return out
+
+
+def _gpu_argument(site: CallSite) -> bool:
+    """``.cuda(gpu)``, ``.cuda(args.gpu, non_blocking=True)``, ``.cuda(device=dev)``: a
+    device that is an expression (not a literal index: those are placements; not
+    ``None``, which is TDL001's bare call; not forwarded ``*args``) in a call that fits
+    torch's signature, ``cuda(device=None, non_blocking=False, memory_format=...)`` (HQQ's
+    ``quantizer.cuda(tensor, meta=meta, device=d)`` is another method)."""
+    arg = site.positional(0) or site.keyword("device")
+    keywords = [a.keyword.value for a in site.node.args if a.keyword is not None]
+    return (arg is not None and not site.has_star_args and not isinstance(arg.value, cst.Integer)
+            and not (isinstance(arg.value, cst.Name) and arg.value.value == "None")
+            and len(site.node.args) - len(keywords) <= 2 and set(keywords) <= _CUDA_KEYWORDS
+            and not (site.positional(0) is not None and "device" in keywords))
+
+
+_CUDA_KEYWORDS = frozenset({"device", "non_blocking", "memory_format"})
+
+
+def _cuda_text(value: cst.BaseExpression) -> Optional[str]:
+    """``"cuda"`` or ``"cuda:1"`` when ``value`` is that string literal, else None."""
+    text = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+    if isinstance(text, str) and (text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit())):
+        return text
+    return None
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A GPU string a name holds (``device = "cuda"``), where it is bound: what
+    ``unconditional`` and ``torch_for_test`` read of a call site (the statement line, its
+    scope and branches, its place in execution order)."""
+
+    node: cst.SimpleString
+    scope: Scope
+    order: int
+    line: Optional[cst.SimpleStatementLine]
+    cond: tuple
+
+
+def _held_string(a, site: CallSite, name: str) -> Optional[Tuple[_Held, cst.CSTNode, "_Rewrite"]]:
+    """The GPU string literal that ``name``, used as a device at ``site``, holds: its
+    only binding, a plain assignment (``device = "cuda:0"``), in the scope the use
+    resolves to."""
+    scope, _ = a.lookup(name, site.scope)
+    bindings = scope.bindings.get(name, ()) if scope is not None else ()
+    if len(bindings) != 1 or bindings[0].kind != "assign" or name in scope.declared:  # type: ignore[union-attr]
+        return None
+    value = bindings[0].value
+    text = _cuda_text(value) if value is not None else None
+    line = a.statement_line(value) if text is not None else None
+    if line is None:
+        return None
+    held = _Held(value, scope, bindings[0].order, line, bindings[0].cond)  # type: ignore[arg-type]
+    return held, value, _Rewrite("literal", text, value.quote[-1])  # type: ignore[union-attr]
 
 
 def _gpu_literal(site: CallSite) -> Optional[_Rewrite]:
@@ -222,8 +370,8 @@ def _gpu_literal(site: CallSite) -> Optional[_Rewrite]:
     value = first.value if first is not None else (kind.value if kind is not None else None)
     if not isinstance(value, cst.SimpleString):
         return None
-    text = value.evaluated_value
-    if not isinstance(text, str) or not (text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit())):
+    text = _cuda_text(value)
+    if text is None:
         return None
     quote = value.quote[-1]
     if first is not None and len(args) == 1:

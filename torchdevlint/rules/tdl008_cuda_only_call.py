@@ -11,7 +11,7 @@ from .. import names as N
 from ..analysis import CallSite
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import torch_for_test, unconditional
+from .portability import guard_statement, torch_for_test, unconditional
 
 
 class CudaOnlyCall(Rule):
@@ -48,9 +48,9 @@ class CudaOnlyCall(Rule):
         `set_device` (TDL101, TDL102) or `torch.cuda.device(k)` (a context manager).
 
         Not on by default, like TDL007: code meant only for GPUs may call these freely.
-        Select it (`--extend-select TDL008`) when the code must also run without CUDA, as
-        in a one-shot migration (`torchdevlint fix --unsafe-fixes --extend-select
-        TDL007,TDL008 .`).
+        Select it (`--extend-select TDL008`) when the code must also run without CUDA; a
+        one-shot migration (`torchdevlint fix --unsafe-fixes .`) selects it itself unless
+        the rules were chosen (`--select`, or a `select` other than the default).
     """
     why = """
         Timing code (`torch.cuda.synchronize()` around a step), memory reports, device
@@ -158,10 +158,4 @@ class CudaOnlyCall(Rule):
             torch, imports = torch_for_test(ctx, site, new_query=False)
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
-        a = ctx.analysis
-        stmt = line.body[0]
-        text = a.lines[a.first_line(line) - 1]
-        indent = text[:len(text) - len(text.lstrip())]
-        unit = "\t" if "\t" in indent else "    "
-        guarded = f"if {torch}.cuda.is_available():{a.module.default_newline}{indent}{unit}{a.code(stmt)}"
-        return Fix(Applicability.UNSAFE, message, tuple(imports) + (ctx.replace(stmt, guarded),))
+        return Fix(Applicability.UNSAFE, message, tuple(imports) + (guard_statement(ctx, line, torch),))

@@ -242,8 +242,9 @@ class _Rewrite:
 def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
     """Every place a call names a GPU: the placements with literals the analysis knows
     (``devices.gpu_placements``, which TDL003 reads too), then what only this rule
-    rewrites -- ``torch.device("cuda", gpu)`` and its keyword forms, and strings built at
-    run time -- with the node to rewrite and how."""
+    rewrites -- ``torch.device("cuda", gpu)`` and its keyword forms, ``.cuda(gpu)``, a
+    command line's ``default="cuda"``, strings built at run time, and a ``"cuda"`` string
+    a name used as a device holds (once per binding) -- with the node to rewrite and how."""
     found: List[Tuple[CallSite, cst.CSTNode, _Rewrite]] = []
     placed = set()
     for site, node, _ in a.devices.gpu_placements:

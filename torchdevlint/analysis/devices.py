@@ -427,14 +427,19 @@ class DeviceFacts:
         start, end = self._guard_span
         if guard is None or not start < order < end or not isinstance(guard.body, cst.IndentedBlock):
             return None
-        body = guard.body.body
-        bindings = self.a.module_scope.bindings
-        for line, top_level, names in self.a.torch_imports:
-            if line not in body:
-                continue
+        return self.block_torch_import(guard.body.body, self.a.module_scope.bindings, start, order)
+
+    def block_torch_import(self, body, bindings, after: int = -1,
+                           before: int = 1 << 60) -> Optional[Tuple[str, cst.SimpleStatementLine]]:
+        """An ``import torch`` among the statements of ``body`` (a block's own: the main
+        guard's, a function's) whose name ``bindings`` bind only by import, once between
+        the orders ``after`` and ``before``: that name and the line."""
+        lines = {id(line): (line, names) for line, _, names in self.a.torch_imports if names}
+        for stmt in body:
+            line, names = lines.get(id(stmt), (None, ()))
             for name in names:
                 kinds = {b.kind for b in bindings.get(name, ())}
-                if kinds == {"import"} and any(start < b.order < order for b in bindings[name]):
+                if kinds == {"import"} and any(after < b.order < before for b in bindings[name]):
                     return name, line  # type: ignore[return-value]
         return None
 
@@ -683,11 +688,8 @@ class DeviceFacts:
                 elif first is not None and second is None and isinstance(first.value, cst.IfExp):
                     found += _fixed_cuda_strings(first.value)
             else:
-                for arg in site.node.args:
-                    kw = arg.keyword.value if arg.keyword is not None else None
-                    if kw == "device" or (kw is None and site.method == "to" and q is None
-                                          and arg is site.node.args[0]):
-                        found += _fixed_cuda_strings(arg.value)
+                for value in site.device_arguments():
+                    found += _fixed_cuda_strings(value)
             for node in found:
                 out.append((site, node, a.code(node)))
         return out

@@ -105,6 +105,16 @@ class CallSite:
         pos = [a for a in self.node.args if a.keyword is None and not a.star]
         return pos[index] if index < len(pos) else None
 
+    def device_arguments(self) -> List[cst.BaseExpression]:
+        """What the call takes as a device: ``device=...``, and the first argument of a
+        ``.to(...)`` method (not ``torch.to``)."""
+        out = [arg.value for arg in self.node.args if arg.keyword is not None and arg.keyword.value == "device"]
+        first = self.node.args[0] if self.node.args else None
+        if (first is not None and first.keyword is None and not first.star and self.method == "to"
+                and self.qualname is None):
+            out.append(first.value)
+        return out
+
     @property
     def has_star_args(self) -> bool:
         return any(a.star for a in self.node.args)

@@ -223,16 +223,10 @@ class Context:
     def _own_torch_import(self, fn: cst.FunctionDef) -> Optional[Tuple[str, cst.SimpleStatementLine]]:
         """A function that imports torch itself, in a statement of its body's own (``def
         main(): import torch``): the name it binds, only ever by that import, and the line."""
-        a = self.analysis
-        info = a.functions.get(fn)
+        info = self.analysis.functions.get(fn)
         if info is None or not isinstance(fn.body, cst.IndentedBlock):
             return None
-        lines = {line: names for line, _, names in a.torch_imports if names}
-        for stmt in fn.body.body:
-            for name in lines.get(stmt, ()):
-                if {b.kind for b in info.scope.bindings.get(name, ())} == {"import"}:
-                    return name, stmt  # type: ignore[return-value]
-        return None
+        return self.analysis.devices.block_torch_import(fn.body.body, info.scope.bindings)
 
     def _insert_after(self, block: Sequence[cst.BaseStatement], line: cst.SimpleStatementLine,
                       lines: List[str]) -> List[Edit]:

@@ -296,14 +296,10 @@ def _rank_derived(a, site: CallSite, node: cst.CSTNode, rewrite: "_Rewrite") -> 
 
 
 def _device_arguments(site: CallSite) -> List[cst.BaseExpression]:
-    """What a call takes as a device: ``device=...``, the first argument of ``.to(...)``
-    (a method: not ``torch.to``) and of ``torch.device(...)``."""
-    out = [arg.value for arg in site.node.args if arg.keyword is not None and arg.keyword.value == "device"]
-    first = site.node.args[0] if site.node.args else None
-    if (first is not None and first.keyword is None and not first.star
-            and ((site.method == "to" and site.qualname is None) or site.qualname == "torch.device")):
-        out.append(first.value)
-    return out
+    """What a call takes as a device (``site.device_arguments()``: ``device=``, ``.to(x)``),
+    and the first argument of ``torch.device(...)``."""
+    first = site.positional(0) if site.qualname == "torch.device" else None
+    return site.device_arguments() + ([first.value] if first is not None else [])
 
 
 def _gpu_argument(site: CallSite) -> bool:

@@ -138,6 +138,11 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
             cached = self._ranges[top] = (positions, self._starts[top][0] - positions[top].start.line)
         return _shift(cached[0][node], cached[1])
 
+    @property
+    def statements(self) -> List[cst.CSTNode]:
+        """Every statement, small and compound, in document order."""
+        return self._statements
+
     def statement_line(self, node: cst.CSTNode) -> Optional[cst.SimpleStatementLine]:
         """The simple statement line that holds ``node``, if it is in one."""
         where = self._where.get(node)

@@ -40,14 +40,16 @@ _DEVICE_TEST = re.compile(r"^[ \t]*(?:el)?if\b[^\n]*(?:[=!]=[ \t]*['\"](?:cpu|cu
 _GPU_WORDS = ("cuda", "gpu")
 
 
-def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: bool = False) -> bool:
+def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: bool = False,
+                  with_item: bool = False) -> bool:
     """Whether ``node`` (the call, or the string that names a GPU, at ``site``) needs
     CUDA whatever happens: in a statement line (not a parameter's default, which the
-    caller may override), chosen on no condition, in code that never asks for CUDA.
-    ``stops_only``: only a question that stops the code without CUDA counts (an
-    assertion, an early exit under ``if not ...is_available()``); a flag or a
-    conditional device does not keep a CUDA-only call from raising."""
-    return (site.line is not None and not _chosen_conditionally(ctx, site, node)
+    caller may override) or, ``with_item``, the whole item of a ``with``, chosen on no
+    condition, in code that never asks for CUDA. ``stops_only``: only a question that
+    stops the code without CUDA counts (an assertion, an early exit under ``if not
+    ...is_available()``); a flag or a conditional device does not keep a CUDA-only call
+    from raising."""
+    return ((site.line is not None or with_item) and not _chosen_conditionally(ctx, site, node)
             and not _asks_for_cuda(ctx, site, stops_only))
 
 
@@ -117,7 +119,8 @@ def _chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> bo
             if n is node:
                 found.append(self.depth > 0)
 
-    assert site.line is not None
+    if site.line is None:  # a `with` item: the call is the whole item, in no expression
+        return False
     walk(site.line, Choices())
     return bool(found and found[0])
 

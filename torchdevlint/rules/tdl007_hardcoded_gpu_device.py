@@ -9,6 +9,7 @@ from typing import Iterable, List, Optional, Tuple
 import libcst as cst
 
 from ..analysis import CallSite, Scope
+from ..analysis.facts import is_bare_cuda
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import guard_statement, torch_for_test, unconditional
@@ -30,7 +31,8 @@ class HardcodedGpuDevice(Rule):
     what = """
         A GPU the code names: `torch.device("cuda")`, `torch.device("cuda:1")`,
         `torch.device("cuda", 1)` or `("cuda", gpu)`, `.cuda(1)` / `.cuda(device=1)`,
-        `.cuda(args.gpu)` (any device that is an expression), `.to("cuda")`, a
+        `.cuda(args.gpu)` (any device that is an expression), a bare `.cuda()` in a
+        `with torch.cuda.device(k):` block (the block names the GPU), `.to("cuda")`, a
         `device="cuda:0"` argument (`torch.zeros(2, device="cuda")`), a device string built
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
@@ -166,6 +168,11 @@ class HardcodedGpuDevice(Rule):
                 "    return net(x)\n"),
         Example("import torch\ndef f(x, gpu):\n    return x.cuda(gpu).sum()\n",
                 "import torch\ndef f(x, gpu):\n    return (x.cuda(gpu) if torch.cuda.is_available() else x).sum()\n"),
+        # a bare `.cuda()` in a device block places on the GPU the block names
+        Example("import torch\n\n\ndef main(x):\n    with torch.cuda.device(1):\n"
+                "        return x.cuda(non_blocking=True) * 2\n",
+                "import torch\n\n\ndef main(x):\n    with torch.cuda.device(1):\n"
+                '        return x.to("cuda" if torch.cuda.is_available() else "cpu", non_blocking=True) * 2\n'),
         # a GPU string a name holds, used as a device: where it is bound, once for every use
         Example("import torch\ndevice = 'cuda:0'\nnet = torch.nn.Linear(2, 2).to(device)\n"
                 "print(net(torch.zeros(1, 2, device=device)))\n",
@@ -269,6 +276,9 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
                 found.append((site, first.value, _Rewrite("expression", quote=_quote(site))))
         elif site.method == "cuda" and site.qualname is None and site.node not in placed and _gpu_argument(site):
             found.append((site, site.node, _Rewrite("receiver")))  # .cuda(args.gpu): index, string or device
+        elif site.method == "cuda" and site.qualname is None and site.in_device_context and is_bare_cuda(site.node):
+            # `with torch.cuda.device(1): x.cuda()`: the block names the GPU (TDL001 is quiet there)
+            found.append((site, site.node, _Rewrite("index", "cuda")))
         elif site.method == "add_argument":  # parser.add_argument("--device", default="cuda")
             default = site.keyword("default")
             text = _cuda_text(default.value) if default is not None else None

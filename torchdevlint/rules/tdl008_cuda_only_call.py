@@ -23,11 +23,13 @@ class CudaOnlyCall(Rule):
     triggers = ("cuda",)
     also_requires = ("synchronize", "Event", "Stream", "current_device", "get_device_", "current_stream",
                      "default_stream", "CUDAGraph", "reset_", "ipc_collect", "get_rng_state", "mem_get_info",
-                     "memory_summary", "init", "set_per_process_memory_fraction", "nvtx")
-    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY)),)  # the gate on the code
+                     "memory_summary", "init", "set_per_process_memory_fraction", "nvtx", "device(")
+    # the gate on the code (`with torch.cuda.device(k):` is a call of it too)
+    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | {"torch.cuda.device"})),)
     fixable = "sometimes"
     fix_summary = ("the statement under `if torch.cuda.is_available():` (unsafe) when it is an expression "
-                   "statement; else display")
+                   "statement, a device block's index `k if torch.cuda.is_available() else -1` (a no-op); else "
+                   "display")
     what = """
         A call of a `torch.cuda` function that raises where CUDA is not available
         ("Torch not compiled with CUDA enabled"): `synchronize()`, `current_device()`,
@@ -45,7 +47,10 @@ class CudaOnlyCall(Rule):
         device with a CPU fallback in the same function does not count: the call still
         raises on the CPU path. Not the calls that are harmless without CUDA
         (`empty_cache()`, `manual_seed()`, `memory_allocated()`, `device_count()`), nor
-        `set_device` (TDL101, TDL102) or `torch.cuda.device(k)` (a context manager).
+        `set_device` (TDL101, TDL102). Entering `with torch.cuda.device(k):` raises too
+        (not `torch.cuda.device_of(t)`, nor a negative index or `None`: no-ops; nor a
+        tensor's `.device`: the block follows its data, in kernels that need CUDA anyway);
+        called as a plain statement it is TDL103's.
 
         Not on by default, like TDL007: code meant only for GPUs may call these freely.
         Select it (`--extend-select TDL008`) when the code must also run without CUDA; a
@@ -77,7 +82,9 @@ class CudaOnlyCall(Rule):
         puts that statement under `if torch.cuda.is_available():`. Unsafe: without CUDA
         the statement is skipped instead of failing (which is the point, but a log line
         disappears). With CUDA it runs as before: the call itself initialised CUDA at
-        that point. Display-only when the result is kept (`start =
+        that point. A device block's index gets the fallback torch documents as a no-op:
+        `with torch.cuda.device(k if torch.cuda.is_available() else -1):` (unsafe, as
+        above; what the block places with `.cuda()` is TDL007's). Display-only when the result is kept (`start =
         torch.cuda.Event(enable_timing=True)`, `return torch.cuda.current_device()`: what
         uses it needs a CPU path written by hand), with other statements on the line, at
         the module level of a module that is not a script (the test would run at every
@@ -100,6 +107,14 @@ class CudaOnlyCall(Rule):
         "import torch\ndef f():\n    torch.cuda.set_device(0)\n",
         "import sys\nimport torch\nif not torch.cuda.is_available():\n    sys.exit('a GPU is required')\n"
         "torch.cuda.synchronize()\n",
+        # a device block that is a no-op without CUDA, or entered on a condition
+        "import torch\ndef f(x):\n    with torch.cuda.device_of(x):\n        return x * 2\n",
+        "import torch\ndef f(x, k):\n    with torch.cuda.device(k if torch.cuda.is_available() else -1):\n"
+        "        return x * 2\n",
+        "import torch\ndef f(x):\n    with torch.cuda.device(-1), torch.cuda.device(None):\n        return x * 2\n",
+        "import torch\ndef step(p, kernel):\n    with torch.cuda.device(p.device):\n        kernel(p)\n",
+        "import torch\ndef f(x):\n    if x.is_cuda:\n        with torch.cuda.device(x.device):\n            return x * 2\n"
+        "    return x\n",
     )
     INVALID = (
         Example("import time\nimport torch\n\n\ndef timed(step, batch):\n    start = time.time()\n"
@@ -123,6 +138,12 @@ class CudaOnlyCall(Rule):
                 "    torch.cuda.synchronize()\n",
                 "if __name__ == '__main__':\n    import torch\n    y = torch.ones(3) * 2\n"
                 "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n"),
+        # a device block: entering it raises without CUDA; a negative index is a no-op
+        Example("import torch\n\n\ndef evaluate(model, x, gpu):\n    with torch.cuda.device(gpu), torch.no_grad():\n"
+                "        return model(x)\n",
+                "import torch\n\n\ndef evaluate(model, x, gpu):\n"
+                "    with torch.cuda.device(gpu if torch.cuda.is_available() else -1), torch.no_grad():\n"
+                "        return model(x)\n"),
         # the result is kept: what uses it needs a CPU path of its own (display)
         Example("import torch\ndef timer():\n    start = torch.cuda.Event(enable_timing=True)\n"
                 "    start.record()\n    return start\n"),
@@ -133,18 +154,38 @@ class CudaOnlyCall(Rule):
 
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
+        entered = _entered_device_blocks(a)
         for site in a.calls:
-            if site.qualname not in N.CUDA_ONLY or not unconditional(ctx, site, site.node, stops_only=True):
+            block = site.node in entered
+            if not (site.qualname in N.CUDA_ONLY or block) or not unconditional(
+                    ctx, site, site.node, stops_only=True, with_item=block):
                 continue
             shown = f"{a.code(site.node.func)}()"
             yield ctx.violation(
                 site.node,
                 f"`{shown}` needs CUDA and nothing here checks for it: this code cannot run where "
                 "CUDA is not available",
-                self._fix(ctx, site),
+                self._block_fix(ctx, site) if block else self._fix(ctx, site),
             )
 
+    def _block_fix(self, ctx: Context, site: CallSite) -> Fix:
+        """``with torch.cuda.device(k):`` -> ``with torch.cuda.device(k if
+        torch.cuda.is_available() else -1):``, a no-op without CUDA (a negative index, as
+        torch documents)."""
+        message = "Enter the device only when CUDA is available (a negative index is a no-op)"
+        arg = site.positional(0) or site.keyword("device")
+        try:  # (no new query: entering the block initialised CUDA at this point anyway)
+            torch, imports = torch_for_test(ctx, site, new_query=False)
+        except Uninsertable as exc:
+            return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
+        a = ctx.analysis
+        value = arg.value  # type: ignore[union-attr]
+        code = f"({a.code(value)})" if isinstance(value, cst.NamedExpr) else a.code(value)
+        edit = ctx.replace(value, f"{code} if {torch}.cuda.is_available() else -1")
+        return Fix(Applicability.UNSAFE, message, tuple(imports) + (edit,))
+
     def _fix(self, ctx: Context, site: CallSite) -> Fix:
+        """The statement under ``if torch.cuda.is_available():``."""
         message = "Run the statement only when CUDA is available"
         line = site.line
         assert line is not None  # (unconditional: the call is in a statement line)
@@ -159,3 +200,26 @@ class CudaOnlyCall(Rule):
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
         return Fix(Applicability.UNSAFE, message, tuple(imports) + (guard_statement(ctx, line, torch),))
+
+
+def _entered_device_blocks(a) -> set:
+    """``with torch.cuda.device(k):`` items that select a GPU: entering one raises without
+    CUDA (``torch.cuda.device_of(t)`` does not: a CPU tensor makes it a no-op; nor an
+    index that is a negative literal or ``None``); not an index chosen on a condition
+    (``k if torch.cuda.is_available() else -1``, what the fix writes); not a tensor's
+    device (``torch.cuda.device(p.device)``: the block follows its data, as kernels that
+    need CUDA anyway do -- fairseq's FusedAdam, a CUDA-only attention op)."""
+    items = [item.item for stmt in a.statements if isinstance(stmt, cst.With) for item in stmt.items]
+    out = set()
+    for call in items:
+        site = a.site_of.get(call) if isinstance(call, cst.Call) else None
+        if site is None or site.qualname != "torch.cuda.device" or site.has_star_args:
+            continue
+        arg = site.positional(0) or site.keyword("device")
+        value = arg.value if arg is not None else None
+        if value is None or (isinstance(value, cst.Name) and value.value == "None") or isinstance(
+                value, (cst.UnaryOperation, cst.IfExp)) or (
+                isinstance(value, cst.Attribute) and value.attr.value == "device"):
+            continue
+        out.add(call)
+    return out

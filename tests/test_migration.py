@@ -218,3 +218,93 @@ def test_a_script_that_imports_torch_in_its_main_guard_runs_on_the_cpu_after_a_m
         assert sim.returncode == 0 and report.exists(), sim.stderr.decode()
         placed.append(json.loads(report.read_text())["devices"])
     assert placed[0] == placed[1] and "cuda:0" in placed[0], placed
+
+
+DDP_TUTORIAL = textwrap.dedent("""\
+    \"\"\"The DDP tutorial's shape (2020): spawned workers on the NCCL backend; each binds its
+    GPU, moves the model and batches with a bare `.cuda()` and gives DDP its device_ids.\"\"\"
+    import os
+
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+    def setup(rank, world_size):
+        os.environ["MASTER_ADDR"] = "localhost"
+        os.environ["MASTER_PORT"] = os.environ.get("MASTER_PORT", "12355")
+        dist.init_process_group("nccl", rank=rank, world_size=world_size)
+
+
+    def demo_basic(rank, world_size):
+        setup(rank, world_size)
+        torch.cuda.set_device(rank)
+        torch.manual_seed(0)
+        model = nn.Linear(10, 5).cuda()
+        ddp_model = DDP(model, device_ids=[rank])
+        opt = torch.optim.SGD(ddp_model.parameters(), lr=0.01)
+        for _ in range(2):
+            loss = ddp_model(torch.randn(20, 10).cuda()).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        dist.barrier()
+        if rank == 0:
+            print("trained", tuple(model.weight.shape))
+        dist.destroy_process_group()
+
+
+    if __name__ == "__main__":
+        world_size = 2
+        mp.spawn(demo_basic, args=(world_size,), nprocs=world_size, join=True)
+    """)
+
+
+def test_a_ddp_program_on_nccl_runs_on_the_cpu_after_a_migration(tmp_path):
+    """Per-rank code is GPU code by design, and correct: nothing is found by default. A
+    migration makes it run without CUDA too: the NCCL backend falls back to gloo, the
+    rank's `set_device` runs only with CUDA, what it bound falls back to the CPU, and so
+    does DDP's device list; with CUDA (the simulator's 2 GPUs) every rank places what it
+    placed before, on its own GPU."""
+    import socket
+    import subprocess
+    import sys
+
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_TUTORIAL)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = dict(__import__("os").environ, MASTER_PORT=port)
+    run = [sys.executable, "ddp.py"]
+    before = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert before.returncode != 0 and "NCCL" in before.stderr
+    assert cli("check", "--isolated", "--no-cache", ".", cwd=tmp_path).returncode == 0  # correct GPU code
+    placed = []
+    for step in ("original", "migrated"):
+        if step == "migrated":
+            r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+            assert "Converted: TDL007 3, TDL008 2" in r.stderr.decode(), r.stderr.decode()
+        report = tmp_path / f"{step}.json"
+        sim = cli("sim", "--gpus", "2", "--report", str(report), "ddp.py", cwd=tmp_path)
+        assert sim.returncode == 0 and report.exists(), sim.stderr.decode()
+        children = json.loads(report.read_text())["children"]
+        placed.append(sorted((c["process"], c["devices"], [(g["backend"], g["device"]) for g in c["process_groups"]])
+                             for c in children))
+    assert placed[0] == placed[1], placed
+    assert [p[1] for p in placed[0]] == [{"cuda:0": {"tensors": 4, "bytes": 1820}},
+                                         {"cuda:1": {"tensors": 4, "bytes": 1820}}], placed[0]
+    text = script.read_text()
+    for line in ('    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", rank=rank, '
+                 'world_size=world_size)\n',
+                 "    if torch.cuda.is_available():\n        torch.cuda.set_device(rank)\n",
+                 '    model = nn.Linear(10, 5).to("cuda" if torch.cuda.is_available() else "cpu")\n',
+                 "    ddp_model = DDP(model, device_ids=[rank] if torch.cuda.is_available() else None)\n",
+                 '        loss = ddp_model(torch.randn(20, 10).to("cuda" if torch.cuda.is_available() else "cpu"))'
+                 '.pow(2).mean()\n'):
+        assert line in text, text
+    after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert after.returncode == 0 and after.stdout == "trained (5, 10)\n", after.stderr
+    assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""

@@ -207,7 +207,7 @@ class DeviceFacts:
         if site.in_device_context:
             return "inside `with torch.cuda.device(...)`"
         fn = a.enclosing_function(site.scope)
-        if fn is not None and fn.klass is not None and fn.name == "cuda":
+        if self.in_cuda_override(site):
             return "inside a user-defined `cuda()` override"
         owner = fn.node if fn is not None else None
         if owner in self.launcher_bound:
@@ -238,6 +238,12 @@ class DeviceFacts:
                     return (f"the process entry that runs it binds its device first "
                             f"(line {a.range(b_node).start.line})")
         return None
+
+    def in_cuda_override(self, site: CallSite) -> bool:
+        """Inside a class's own ``cuda()`` method (``super().cuda()`` places where its
+        caller asked)."""
+        fn = self.a.enclosing_function(site.scope)
+        return fn is not None and fn.klass is not None and fn.name == "cuda"
 
     @cached_property
     def _binding_points(self) -> List[Tuple[cst.CSTNode, object, Optional[int]]]:

@@ -13,7 +13,9 @@ CudaTimer``, ``@unittest.skipIf(not torch.cuda.is_available(), ...)``,
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from typing import List, Optional, Tuple
 
 import libcst as cst
@@ -32,6 +34,11 @@ _STOP = re.compile(r"^[ \t]*(?:assert\b[^\n]*(?:is_available|device_count)"
                    r"|(?:el)?if\b[^\n]*\bnot\b[^\n]*(?:is_available|device_count)"
                    r"|(?:el)?if\b[^\n]*(?:is_available\(\)[ \t]*is[ \t]+False"
                    r"|device_count\(\)[ \t]*(?:==[ \t]*0|<[ \t]*1)))", re.MULTILINE)
+# ... asked by the module itself as it is imported: `assert torch.cuda.is_available(), "..."`,
+# `if not torch.cuda.is_available():` then `raise`/`sys.exit(...)`: nothing of it runs without CUDA
+_MODULE_STOP = re.compile(r"^(?:assert\b[^\n]*(?:is_available|device_count)"
+                          r"|if\b[^\n]*\bnot\b[^\n]*(?:is_available|device_count)[^\n]*:[ \t]*(?:#[^\n]*)?"
+                          r"(?:\n[ \t]+|[ \t]*)(?:raise|sys\.exit|exit|quit)\b)", re.MULTILINE)
 # code that tells the CPU from CUDA itself: `if device.type == "cpu": return batch_size`,
 # `if torch_device != "cuda":`, `if x.is_cuda:`
 _DEVICE_TEST = re.compile(r"^[ \t]*(?:el)?if\b[^\n]*(?:[=!]=[ \t]*['\"](?:cpu|cuda)['\"]"
@@ -135,6 +142,8 @@ def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
     fn = a.enclosing_function(site.scope)
     if _text_asks(ctx, fn.node if fn is not None else None, stops_only):
         return True
+    if fn is not None and _module_stops(ctx):
+        return True
     scope = site.scope
     while scope is not None:  # `class CudaTimer`, `def _replay_cuda_graph`, `@requires_gpu`
         node = scope.node
@@ -159,8 +168,53 @@ def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool) -> boo
     memo = a.memo.setdefault("portability_asks", {})
     key = (fn, stops_only)
     if key not in memo:
-        text = a.code(fn) if fn is not None else a.text
+        text = _code_only(a.code(fn)) if fn is not None else _module_code(ctx)
         memo[key] = bool(_STOP.search(text) or _DEVICE_TEST.search(text)) or (
             not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)) + len(
                 _CHOICE.findall(text)))
     return memo[key]
+
+
+def _code_only(text: str) -> str:
+    """``text`` with its comments and docstrings (strings that are statements of their
+    own) blanked, lines kept: a docstring that says "call torch.cuda.is_available()"
+    asks nothing. The text as it is when it does not tokenize."""
+    lines = text.splitlines(keepends=True)
+    blank: List[Tuple[Tuple[int, int], Tuple[int, int]]] = []
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return text
+    starts = (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+    for i, tok in enumerate(tokens):
+        if tok.type == tokenize.COMMENT:
+            blank.append((tok.start, tok.end))
+        elif (tok.type == tokenize.STRING and (i == 0 or tokens[i - 1].type in starts)
+              and i + 1 < len(tokens) and tokens[i + 1].type in (tokenize.NEWLINE, tokenize.ENDMARKER)):
+            blank.append((tok.start, tok.end))
+    if not blank:
+        return text
+    for (r0, c0), (r1, c1) in blank:
+        for row in range(r0, r1 + 1):
+            line = lines[row - 1]
+            lo = c0 if row == r0 else 0
+            hi = c1 if row == r1 else len(line.rstrip("\r\n"))
+            lines[row - 1] = line[:lo] + " " * (hi - lo) + line[hi:]
+    return "".join(lines)
+
+
+def _module_stops(ctx: Context) -> bool:
+    """The module stops as it is imported where CUDA is not available (an assertion, an
+    exit, at its top level): every function of it is meant for GPUs only."""
+    a = ctx.analysis
+    if "module_stops" not in a.memo:
+        a.memo["module_stops"] = bool(_MODULE_STOP.search(_module_code(ctx)))
+    return a.memo["module_stops"]
+
+
+def _module_code(ctx: Context) -> str:
+    """The module's text without comments and docstrings (``_code_only``), once."""
+    memo = ctx.analysis.memo
+    if "code_only" not in memo:
+        memo["code_only"] = _code_only(ctx.analysis.text)
+    return memo["code_only"]

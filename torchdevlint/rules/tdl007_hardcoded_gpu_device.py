@@ -31,8 +31,10 @@ class HardcodedGpuDevice(Rule):
     what = """
         A GPU the code names: `torch.device("cuda")`, `torch.device("cuda:1")`,
         `torch.device("cuda", 1)` or `("cuda", gpu)`, `.cuda(1)` / `.cuda(device=1)`,
-        `.cuda(args.gpu)` (any device that is an expression), a bare `.cuda()` in a
-        `with torch.cuda.device(k):` block (the block names the GPU), `.to("cuda")`, a
+        `.cuda(args.gpu)` (any device that is an expression), a bare `.cuda()` where a
+        binding named the GPU (in a `with torch.cuda.device(k):` block, after a rank's
+        `torch.cuda.set_device(rank)`: TDL001 is quiet there), `DistributedDataParallel`'s
+        `device_ids=[rank]` and `output_device=` (they raise for a module on the CPU), `.to("cuda")`, a
         `device="cuda:0"` argument (`torch.zeros(2, device="cuda")`), a device string built
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
@@ -43,10 +45,13 @@ class HardcodedGpuDevice(Rule):
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
         in the module for module-level code, or in an `if` around it), and that does not
         tell the CPU from CUDA itself (`if device.type == "cpu":`), outside functions and
-        classes named or decorated for CUDA or a GPU. Not in per-rank code (spawned
-        workers, scripts launched per rank: GPU code by design, where a rank-independent
-        device is TDL003's bug), nor a bare `.cuda()` (TDL001's), nor a `.cuda(*args)`
-        that passes on its caller's device.
+        classes named or decorated for CUDA or a GPU, and outside modules that stop as
+        they are imported without CUDA (`assert torch.cuda.is_available()` at their top
+        level: GPU-only by the author's word). Per-rank code too (`.cuda(rank)`,
+        `f"cuda:{local_rank}"`): with TDL008's fallback of the NCCL backend to gloo, a
+        DDP program runs on the CPU as well. Not a rank-independent device in per-rank
+        code (TDL003's bug: its fix comes first), nor an implicit bare `.cuda()`
+        (TDL001's), nor a `.cuda(*args)` that passes on its caller's device.
 
         Not on by default: choosing a GPU is a legitimate decision for code that only ever
         runs on GPUs. Select it (`--extend-select TDL007`, or in `[tool.torchdevlint]`
@@ -108,17 +113,14 @@ class HardcodedGpuDevice(Rule):
         "import torch\nif torch.cuda.is_available():\n    device = 'cuda'\nelse:\n    device = 'cpu'\n"
         "x = torch.zeros(1).to(device)\n",
         "import torch\nname = 'cuda'\nprint(name.upper())\n",
-        # a GPU derived from the rank: per-rank code, wherever its processes start
-        "import torch\nclass Trainer:\n    def init(self, rank):\n        self.rank = rank\n"
-        "        self.net = torch.nn.Linear(2, 2).cuda(self.rank)\n"
+        # a module that stops without CUDA as it is imported: GPU-only by the author's word
+        "import torch\nassert torch.cuda.is_available(), 'You need an Nvidia GPU'\nclass Trainer:\n"
+        "    def init(self, rank):\n        self.rank = rank\n        self.net = torch.nn.Linear(2, 2).cuda(self.rank)\n"
         "        self.x = torch.zeros(1, device=f'cuda:{self.rank}')\n",
         # another class's `cuda` method: not torch's signature
         "import torch\ndef f(quantizer, q, meta, x):\n    quantizer.cuda(q, meta=meta, device=x.device)\n",
         "import torch\ndef f(x):\n    if x.is_cuda:\n        return torch.ones(1, device='cuda:0')\n",
         "import torch\ndef f(x):\n    return x.to('cuda') if torch.cuda.is_available() else x\n",
-        "import os, torch\nimport torch.distributed as dist\nlocal_rank = int(os.environ['LOCAL_RANK'])\n"
-        "dist.init_process_group('nccl')\ntorch.cuda.set_device(local_rank)\n"
-        "device = torch.device(f'cuda:{local_rank}')\n",
         # per-rank code before any binding: TDL003's
         "import torch\nimport torch.multiprocessing as mp\ndef worker(rank):\n    return torch.zeros(1).cuda(0)\n"
         "mp.spawn(worker, nprocs=2)\n",
@@ -173,6 +175,19 @@ class HardcodedGpuDevice(Rule):
                 "        return x.cuda(non_blocking=True) * 2\n",
                 "import torch\n\n\ndef main(x):\n    with torch.cuda.device(1):\n"
                 '        return x.to("cuda" if torch.cuda.is_available() else "cpu", non_blocking=True) * 2\n'),
+        # per-rank code: the rank's GPU, what its binding named, DDP's device list
+        Example("import torch\nimport torch.multiprocessing as mp\nfrom torch.nn.parallel import "
+                "DistributedDataParallel as DDP\n\n\ndef worker(rank):\n    torch.cuda.set_device(rank)\n"
+                "    net = DDP(torch.nn.Linear(2, 2).cuda(), device_ids=[rank], output_device=rank)\n"
+                "    return net(torch.zeros(1, 2).cuda(rank, non_blocking=True))\n\n\n"
+                "if __name__ == '__main__':\n    mp.spawn(worker, nprocs=2)\n",
+                "import torch\nimport torch.multiprocessing as mp\nfrom torch.nn.parallel import "
+                "DistributedDataParallel as DDP\n\n\ndef worker(rank):\n    torch.cuda.set_device(rank)\n"
+                '    net = DDP(torch.nn.Linear(2, 2).to("cuda" if torch.cuda.is_available() else "cpu"), '
+                "device_ids=[rank] if torch.cuda.is_available() else None, "
+                "output_device=rank if torch.cuda.is_available() else None)\n"
+                "    return net(torch.zeros(1, 2).cuda(rank, non_blocking=True) if torch.cuda.is_available() "
+                "else torch.zeros(1, 2))\n\n\nif __name__ == '__main__':\n    mp.spawn(worker, nprocs=2)\n"),
         # a GPU string a name holds, used as a device: where it is bound, once for every use
         Example("import torch\ndevice = 'cuda:0'\nnet = torch.nn.Linear(2, 2).to(device)\n"
                 "print(net(torch.zeros(1, 2, device=device)))\n",
@@ -190,14 +205,15 @@ class HardcodedGpuDevice(Rule):
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
         devices = a.devices
-        per_rank = {node for _, node, _ in devices.fixed_placements}  # TDL003's
+        rank_independent = {node for _, node, _ in devices.fixed_placements}  # TDL003's (its fix comes first)
         for site, node, rewrite in _gpu_choices(a):
-            if (node in per_rank or devices.per_rank(site) is not None or _rank_derived(a, site, node, rewrite)
-                    or not unconditional(ctx, site, node)):
-                continue  # (per-rank code is GPU code by design: what matters there is TDL003's)
+            if node in rank_independent or not unconditional(ctx, site, node):
+                continue
             a_fix = self._fix(ctx, site, node, rewrite)
             method = isinstance(node, cst.Call) and site.method == "cuda"  # `.cuda(0)`, not its receiver
             shown = "." + a.code(node.with_changes(func=node.func.attr)) if method else a.code(node)
+            if rewrite.kind == "ids":  # device_ids=[rank]
+                shown = f"{rewrite.device}={shown}"
             yield ctx.violation(
                 node, f"`{shown}` names a GPU with no CPU fallback: this code cannot run where CUDA is not available",
                 ctx.guarded(a_fix, node if isinstance(node, cst.Call) else None))
@@ -226,6 +242,8 @@ class HardcodedGpuDevice(Rule):
                                                       "the fallback would repeat it)")
                 text = f"{a.code(node)} if {test} else {receiver}"
                 edit = ctx.replace(node, text if _stands_alone(site) else f"({text})")
+        elif rewrite.kind == "ids":  # DistributedDataParallel(device_ids=[rank]): none on the CPU
+            edit = ctx.replace(node, f"{a.code(node)} if {test} else None")
         else:  # torch.device("cuda", gpu): the whole call, or the CPU
             text = f"{a.code(node)} if {test} else {a.code(node.func)}({q}cpu{q})"  # type: ignore[attr-defined]
             edit = ctx.replace(node, text if _stands_alone(site) else f"({text})")
@@ -240,7 +258,8 @@ class _Rewrite:
     ``device``), ``index`` (``.cuda(1)``: ``device`` is ``cuda:1``), ``expression`` (a
     string built at run time: the expression itself), ``call`` (``torch.device("cuda",
     gpu)``: the whole call), ``receiver`` (``.cuda(gpu)``: the call, or the receiver as it
-    is); ``quote`` is the code's own."""
+    is), ``ids`` (``DistributedDataParallel``'s ``device_ids``/``output_device``, the keyword
+    in ``device``: the value, or None); ``quote`` is the code's own."""
 
     def __init__(self, kind: str, device: str = "", quote: str = '"'):
         self.kind, self.device, self.quote = kind, device, quote
@@ -249,9 +268,10 @@ class _Rewrite:
 def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
     """Every place a call names a GPU: the placements with literals the analysis knows
     (``devices.gpu_placements``, which TDL003 reads too), then what only this rule
-    rewrites -- ``torch.device("cuda", gpu)`` and its keyword forms, ``.cuda(gpu)``, a
-    command line's ``default="cuda"``, strings built at run time, and a ``"cuda"`` string
-    a name used as a device holds (once per binding) -- with the node to rewrite and how."""
+    rewrites -- ``torch.device("cuda", gpu)`` and its keyword forms, ``.cuda(gpu)``, a bare
+    ``.cuda()`` where a binding named the GPU, DDP's device list, a command line's
+    ``default="cuda"``, strings built at run time, and a ``"cuda"`` string a name used as a
+    device holds (once per binding) -- with the node to rewrite and how."""
     found: List[Tuple[CallSite, cst.CSTNode, _Rewrite]] = []
     placed = set()
     for site, node, _ in a.devices.gpu_placements:
@@ -276,9 +296,16 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
                 found.append((site, first.value, _Rewrite("expression", quote=_quote(site))))
         elif site.method == "cuda" and site.qualname is None and site.node not in placed and _gpu_argument(site):
             found.append((site, site.node, _Rewrite("receiver")))  # .cuda(args.gpu): index, string or device
-        elif site.method == "cuda" and site.qualname is None and site.in_device_context and is_bare_cuda(site.node):
-            # `with torch.cuda.device(1): x.cuda()`: the block names the GPU (TDL001 is quiet there)
+        elif site.method == "cuda" and site.qualname is None and _bound_bare(a, site):
+            # `with torch.cuda.device(1): x.cuda()`, a rank's `set_device(rank)` then `x.cuda()`:
+            # the binding named the GPU (TDL001 is quiet there)
             found.append((site, site.node, _Rewrite("index", "cuda")))
+        elif site.qualname == _DDP:  # DistributedDataParallel(model, device_ids=[rank])
+            for index, keyword in enumerate(("device_ids", "output_device"), 1):
+                arg = site.positional(index) or site.keyword(keyword)
+                if arg is not None and not isinstance(arg.value, cst.IfExp) and not (
+                        isinstance(arg.value, cst.Name) and arg.value.value == "None"):
+                    found.append((site, arg.value, _Rewrite("ids", keyword)))
         elif site.method == "add_argument":  # parser.add_argument("--device", default="cuda")
             default = site.keyword("default")
             text = _cuda_text(default.value) if default is not None else None
@@ -295,14 +322,16 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
     return found
 
 
-def _rank_derived(a, site: CallSite, node: cst.CSTNode, rewrite: "_Rewrite") -> bool:
-    """A GPU chosen by an expression that derives from the process's rank
-    (``.cuda(self.rank)``, ``f"cuda:{local_rank}"``, ``torch.device("cuda", device_id)``):
-    per-rank code, wherever its processes are started."""
-    if rewrite.kind == "receiver":
-        arg = site.positional(0) or site.keyword("device")
-        return arg is not None and a.mentions_rank(arg.value, site.scope)
-    return rewrite.kind in ("expression", "call") and a.mentions_rank(node, site.scope)
+_DDP = "torch.nn.parallel.DistributedDataParallel"
+
+
+def _bound_bare(a, site: CallSite) -> bool:
+    """A bare ``.cuda()`` whose current device a binding made the intended one (a ``with
+    torch.cuda.device(k):`` block, a rank's ``set_device``, a launcher that binds each
+    process's GPU): TDL001 is quiet there, and the GPU is still a GPU. Not in a class's
+    own ``cuda()`` override (its caller chose)."""
+    verdict = a.devices.verdicts.get(site.node)
+    return verdict is not None and verdict.code is None and not a.devices.in_cuda_override(site)
 
 
 def _device_arguments(site: CallSite) -> List[cst.BaseExpression]:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Optional
 
 import libcst as cst
 
@@ -14,22 +14,26 @@ from .base import Context, Example, Rule, Uninsertable
 from .portability import guard_statement, torch_for_test, unconditional
 
 
+# besides ``names.CUDA_ONLY``: a device block, a rank's ``set_device``, an NCCL process group
+_ALSO = frozenset({"torch.cuda.device", "torch.cuda.set_device"}) | N.INIT_PROCESS_GROUP_TORCH
+
+
 class CudaOnlyCall(Rule):
     code = "TDL008"
     name = "cuda-only-call"
-    summary = ("a `torch.cuda` call that raises without CUDA (`synchronize()`, `Event`, `current_device()`), "
-               "with nothing checking for CUDA (opt-in)")
+    summary = ("a `torch.cuda` call that raises without CUDA (`synchronize()`, `Event`, `current_device()`, a "
+               "rank's `set_device`), or an NCCL process group, with nothing checking for CUDA (opt-in)")
     opt_in = True
-    triggers = ("cuda",)
+    triggers = ("cuda", "nccl")
     also_requires = ("synchronize", "Event", "Stream", "current_device", "get_device_", "current_stream",
                      "default_stream", "CUDAGraph", "reset_", "ipc_collect", "get_rng_state", "mem_get_info",
-                     "memory_summary", "init", "set_per_process_memory_fraction", "nvtx", "device(")
+                     "memory_summary", "init", "set_per_process_memory_fraction", "nvtx", "device(", "set_device")
     # the gate on the code (`with torch.cuda.device(k):` is a call of it too)
-    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | {"torch.cuda.device"})),)
+    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO)),)
     fixable = "sometimes"
     fix_summary = ("the statement under `if torch.cuda.is_available():` (unsafe) when it is an expression "
-                   "statement, a device block's index `k if torch.cuda.is_available() else -1` (a no-op); else "
-                   "display")
+                   "statement, a device block's index `k if torch.cuda.is_available() else -1` (a no-op), the "
+                   "backend `\"nccl\" if torch.cuda.is_available() else \"gloo\"`; else display")
     what = """
         A call of a `torch.cuda` function that raises where CUDA is not available
         ("Torch not compiled with CUDA enabled"): `synchronize()`, `current_device()`,
@@ -46,8 +50,12 @@ class CudaOnlyCall(Rule):
         (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `@requires_cuda`). A
         device with a CPU fallback in the same function does not count: the call still
         raises on the CPU path. Not the calls that are harmless without CUDA
-        (`empty_cache()`, `manual_seed()`, `memory_allocated()`, `device_count()`), nor
-        `set_device` (TDL101, TDL102). Entering `with torch.cuda.device(k):` raises too
+        (`empty_cache()`, `manual_seed()`, `memory_allocated()`, `device_count()`). A
+        rank's `torch.cuda.set_device(rank)` (a spawned worker, a rank's setup: correct
+        per-rank code that still raises; a global one is TDL101's, one in a thread
+        TDL102's). A process group on the NCCL backend, `init_process_group("nccl")` or
+        `backend="nccl"` (NCCL needs CUDA: "Distributed package doesn't have NCCL built
+        in"; not a name, nor `"cpu:gloo,cuda:nccl"`). Entering `with torch.cuda.device(k):` raises too
         (not `torch.cuda.device_of(t)`, nor a negative index or `None`: no-ops; nor a
         tensor's `.device`: the block follows its data, in kernels that need CUDA anyway);
         called as a plain statement it is TDL103's.
@@ -84,7 +92,10 @@ class CudaOnlyCall(Rule):
         disappears). With CUDA it runs as before: the call itself initialised CUDA at
         that point. A device block's index gets the fallback torch documents as a no-op:
         `with torch.cuda.device(k if torch.cuda.is_available() else -1):` (unsafe, as
-        above; what the block places with `.cuda()` is TDL007's). Display-only when the result is kept (`start =
+        above; what the block places with `.cuda()` is TDL007's). The NCCL backend becomes
+        `"nccl" if torch.cuda.is_available() else "gloo"` (unsafe: gloo runs the same
+        collectives on CPU tensors; with TDL007's fallbacks of the rank's placements, a DDP
+        program runs on the CPU). Display-only when the result is kept (`start =
         torch.cuda.Event(enable_timing=True)`, `return torch.cuda.current_device()`: what
         uses it needs a CPU path written by hand), with other statements on the line, at
         the module level of a module that is not a script (the test would run at every
@@ -105,6 +116,16 @@ class CudaOnlyCall(Rule):
         "    s.synchronize()\n",
         "import cupy\ndef f():\n    cupy.cuda.Stream.null.synchronize()\n",
         "import torch\ndef f():\n    torch.cuda.set_device(0)\n",
+        # a backend that is a name, mixed, or chosen on a condition
+        "import torch.distributed as dist\ndef setup(backend):\n    dist.init_process_group(backend)\n",
+        "import torch.distributed as dist\ndef setup():\n    dist.init_process_group('cpu:gloo,cuda:nccl')\n",
+        "import torch\nimport torch.distributed as dist\ndef setup():\n"
+        "    dist.init_process_group('nccl' if torch.cuda.is_available() else 'gloo')\n",
+        "import torch\nimport torch.distributed as dist\ndef setup(args):\n    if args.distributed:\n"
+        "        dist.init_process_group(backend='nccl')\n",
+        # set_device in a thread (TDL102's)
+        "import threading, torch\ndef work(k):\n    torch.cuda.set_device(k)\n"
+        "threading.Thread(target=work, args=(1,)).start()\n",
         "import sys\nimport torch\nif not torch.cuda.is_available():\n    sys.exit('a GPU is required')\n"
         "torch.cuda.synchronize()\n",
         # a device block that is a no-op without CUDA, or entered on a condition
@@ -128,6 +149,12 @@ class CudaOnlyCall(Rule):
                 "    print('training on', get_device_name(0))\n",
                 "from torch.cuda import get_device_name\nimport torch\n\n\ndef main():\n"
                 "    if torch.cuda.is_available():\n        print('training on', get_device_name(0))\n"),
+        # what a docstring or a comment says asks nothing
+        Example('import torch\n\n\ndef timed(step):\n    """Callers check torch.cuda.is_available() first."""\n'
+                "    out = step()  # see torch.cuda.device_count()\n    torch.cuda.synchronize()\n    return out\n",
+                'import torch\n\n\ndef timed(step):\n    """Callers check torch.cuda.is_available() first."""\n'
+                "    out = step()  # see torch.cuda.device_count()\n    if torch.cuda.is_available():\n"
+                "        torch.cuda.synchronize()\n    return out\n"),
         # a device that falls back to the CPU does not keep the call from raising there
         Example("import torch\ndef main():\n    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
                 "    torch.cuda.synchronize(device)\n    return device\n",
@@ -144,6 +171,23 @@ class CudaOnlyCall(Rule):
                 "import torch\n\n\ndef evaluate(model, x, gpu):\n"
                 "    with torch.cuda.device(gpu if torch.cuda.is_available() else -1), torch.no_grad():\n"
                 "        return model(x)\n"),
+        # a rank's process group and GPU binding (spawned workers, a torchrun script)
+        Example("import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\n\n"
+                "def worker(rank, world):\n    dist.init_process_group('nccl', rank=rank, world_size=world)\n"
+                "    torch.cuda.set_device(rank)\n\n\nif __name__ == '__main__':\n"
+                "    mp.spawn(worker, args=(2,), nprocs=2)\n",
+                "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\n\n"
+                "def worker(rank, world):\n"
+                "    dist.init_process_group('nccl' if torch.cuda.is_available() else 'gloo', rank=rank, world_size=world)\n"
+                "    if torch.cuda.is_available():\n        torch.cuda.set_device(rank)\n\n\n"
+                "if __name__ == '__main__':\n    mp.spawn(worker, args=(2,), nprocs=2)\n"),
+        Example("import os\nimport torch\nimport torch.distributed as dist\n"
+                "local_rank = int(os.environ['LOCAL_RANK'])\ndist.init_process_group(backend=\"nccl\")\n"
+                "torch.cuda.set_device(local_rank)\nprint(dist.get_rank())\n",
+                "import os\nimport torch\nimport torch.distributed as dist\n"
+                "local_rank = int(os.environ['LOCAL_RANK'])\n"
+                "dist.init_process_group(backend=\"nccl\" if torch.cuda.is_available() else \"gloo\")\n"
+                "if torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\nprint(dist.get_rank())\n"),
         # the result is kept: what uses it needs a CPU path of its own (display)
         Example("import torch\ndef timer():\n    start = torch.cuda.Event(enable_timing=True)\n"
                 "    start.record()\n    return start\n"),
@@ -157,8 +201,16 @@ class CudaOnlyCall(Rule):
         entered = _entered_device_blocks(a)
         for site in a.calls:
             block = site.node in entered
-            if not (site.qualname in N.CUDA_ONLY or block) or not unconditional(
-                    ctx, site, site.node, stops_only=True, with_item=block):
+            backend = _nccl_backend(site)
+            if not (site.qualname in N.CUDA_ONLY or block or backend is not None or _rank_binding(a, site)) \
+                    or not unconditional(ctx, site, site.node, stops_only=True, with_item=block):
+                continue
+            if backend is not None:
+                yield ctx.violation(
+                    backend,
+                    f"`{a.code(site.node.func)}({a.code(backend)})`: the NCCL backend needs CUDA and nothing here "
+                    "checks for it: this code cannot run where CUDA is not available",
+                    self._backend_fix(ctx, site, backend))
                 continue
             shown = f"{a.code(site.node.func)}()"
             yield ctx.violation(
@@ -167,6 +219,19 @@ class CudaOnlyCall(Rule):
                 "CUDA is not available",
                 self._block_fix(ctx, site) if block else self._fix(ctx, site),
             )
+
+    def _backend_fix(self, ctx: Context, site: CallSite, backend: cst.SimpleString) -> Fix:
+        """``init_process_group("nccl")`` -> ``init_process_group("nccl" if
+        torch.cuda.is_available() else "gloo")``: gloo runs the same collectives on CPU
+        tensors."""
+        message = "Use NCCL when CUDA is available, else gloo (the same collectives on the CPU)"
+        try:
+            torch, imports = torch_for_test(ctx, site, new_query=True)
+        except Uninsertable as exc:
+            return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
+        q = backend.quote
+        edit = ctx.replace(backend, f"{ctx.analysis.code(backend)} if {torch}.cuda.is_available() else {q}gloo{q}")
+        return Fix(Applicability.UNSAFE, message, tuple(imports) + (edit,))
 
     def _block_fix(self, ctx: Context, site: CallSite) -> Fix:
         """``with torch.cuda.device(k):`` -> ``with torch.cuda.device(k if
@@ -200,6 +265,28 @@ class CudaOnlyCall(Rule):
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
         return Fix(Applicability.UNSAFE, message, tuple(imports) + (guard_statement(ctx, line, torch),))
+
+
+def _nccl_backend(site: CallSite) -> Optional[cst.SimpleString]:
+    """The ``"nccl"`` string literal a ``torch.distributed.init_process_group`` call
+    names its backend with (first argument or ``backend=``); not a name, a conditional,
+    nor a mixed ``"cpu:gloo,cuda:nccl"`` (gloo serves the CPU there)."""
+    if site.qualname not in N.INIT_PROCESS_GROUP_TORCH or site.has_star_args:
+        return None
+    arg = site.positional(0) or site.keyword("backend")
+    value = arg.value if arg is not None else None
+    if isinstance(value, cst.SimpleString) and str(value.evaluated_value).lower() == "nccl":
+        return value
+    return None
+
+
+def _rank_binding(a, site: CallSite) -> bool:
+    """``torch.cuda.set_device(k)`` binding a process's GPU (a spawned worker, a rank's
+    setup, a script launched per rank): correct per-rank code that raises without CUDA.
+    A global one is TDL101's, one in a thread TDL102's; not ``set_device(current_device())``."""
+    return (site.qualname == "torch.cuda.set_device" and not site.has_star_args
+            and a.binding_context(site) in ("process", "distributed-setup", "rank")
+            and not a.devices.is_current_device_noop(site))
 
 
 def _entered_device_blocks(a) -> set:

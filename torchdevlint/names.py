@@ -58,6 +58,9 @@ INIT_PROCESS_GROUP = frozenset(
     }
 )
 INIT_PROCESS_GROUP_TORCH = frozenset({"torch.distributed.init_process_group"})
+# Names that hold a configuration (``args.device``, ``opt.gpu_ids``, ``cfg.cpu``)
+CONFIG_NAMES = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "options",
+                          "params", "flags", "FLAGS", "hp", "settings"})
 DATA_PARALLEL = "torch.nn.parallel.DataParallel"
 MODULE = "torch.nn.Module"
 THREAD = "threading.Thread"

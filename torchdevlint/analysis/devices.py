@@ -35,8 +35,7 @@ from .process import _is_main_guard
 _BINDING_LAUNCHERS = N.BINDING_LAUNCHERS
 _LAUNCHERS = N.LAUNCHERS
 # Names that hold a configuration, whose ``.device`` is a device the user chose.
-_CONFIG_NAMES = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "options",
-                           "params", "flags", "FLAGS", "hp", "settings"})
+_CONFIG_NAMES = N.CONFIG_NAMES
 _RANK_MARKERS = N.RANK_MARKERS
 _DEVICE_WORDS = ("cuda", "cpu", "mps", "xpu", "npu", "hpu", "meta")
 _INPUT_DEVICE_ATTRS = ("device", "is_cuda", "get_device")

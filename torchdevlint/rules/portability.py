@@ -26,7 +26,7 @@ from .base import _LIBRARY, Context, Uninsertable
 
 ASKS = ("is_available", "device_count")
 _GUARD = re.compile(r"^[ \t]*(?:el)?if[ \t]+[\w.]*\.is_available\(\)[ \t]*:", re.MULTILINE)
-_CHOICE = re.compile(r"\bif[ \t]+[\w.]*\.is_available\(\)[ \t]+else\b")
+_CHOICE = re.compile(r"(?:\bif|\band|\bor[ \t]+not)[ \t]+[\w.]*\.is_available\(\)[ \t]+else\b")
 # a question whose answer stops the code without CUDA: `assert torch.cuda.is_available()`,
 # `if not torch.cuda.is_available(): sys.exit(...)`, `if not enabled or not
 # torch.cuda.is_available(): return`, `if torch.cuda.device_count() == 0:`
@@ -161,8 +161,8 @@ def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
 def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool) -> bool:
     """The text tests of ``_asks_for_cuda`` on a function's code (None: the module's),
     once per function: a plain ``if torch.cuda.is_available():`` guards its own body
-    only, and a device chosen as ``"cuda" if torch.cuda.is_available() else "cpu"`` only
-    its own uses (both are what the fixes write): the code asks for itself when it tests
+    only, and a device chosen as ``"cuda" if torch.cuda.is_available() else "cpu"`` (or
+    ``if flag and torch.cuda.is_available()``, ``if flag or not ...``) only its own uses (both are what the fixes write): the code asks for itself when it tests
     otherwise (a flag, an early exit, an assertion), or tells the CPU from CUDA."""
     a = ctx.analysis
     memo = a.memo.setdefault("portability_asks", {})

@@ -8,6 +8,7 @@ from typing import Iterable, List, Optional, Tuple
 
 import libcst as cst
 
+from .. import names as N
 from ..analysis import CallSite, Scope
 from ..analysis.facts import is_bare_cuda
 from ..model import Applicability, Fix, Violation
@@ -39,7 +40,10 @@ class HardcodedGpuDevice(Rule):
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
         used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound),
-        or a command line's default (`add_argument("--device", default="cuda")`), chosen
+        a command line's default (`add_argument("--device", default="cuda")`), or a choice
+        on a flag whose default is the GPU (`"cpu" if args.cpu else "cuda"` with `--cpu`
+        a `store_true` flag, as EDSR-style trainers have; `"cuda" if not args.no_cuda else
+        "cpu"`): what the script does when run as written, chosen
         unconditionally in a statement (not under an `if`, not one side of `a if c else b`
         or of `a or b`, not a parameter's default), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
@@ -106,6 +110,10 @@ class HardcodedGpuDevice(Rule):
         'import torch\nclass Trainer:\n    def __init__(self, device=torch.device("cuda:0")):\n'
         '        self.device = device\n',
         "import torch\ndef f(x, gpu):\n    return x.to('cuda' if gpu else 'cpu'), x.cuda()\n",
+        # a flag whose default is the CPU, or not one of this file's parser
+        "import argparse, torch\np = argparse.ArgumentParser()\np.add_argument('--cuda', action='store_true')\n"
+        "args = p.parse_args()\ndevice = torch.device('cuda' if args.cuda else 'cpu')\n",
+        "import torch\ndef build(args):\n    return torch.device('cpu' if args.cpu else 'cuda')\n",
         # the caller's device passed on (an override), or chosen on a condition
         "import torch\nclass P(torch.nn.Parameter):\n    def move(self, *args):\n        return super().cuda(*args)\n",
         "import torch\ndef f(x, args):\n    if args.gpu is not None:\n        x = x.cuda(args.gpu)\n    return x\n",
@@ -193,6 +201,20 @@ class HardcodedGpuDevice(Rule):
                 "print(net(torch.zeros(1, 2, device=device)))\n",
                 "import torch\ndevice = 'cuda:0' if torch.cuda.is_available() else 'cpu'\n"
                 "net = torch.nn.Linear(2, 2).to(device)\nprint(net(torch.zeros(1, 2, device=device)))\n"),
+        # a flag whose default picks the GPU: the flag's test gets the fallback
+        Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--cpu', action='store_true', help='use cpu only')\nargs = parser.parse_args()\n"
+                "device = torch.device('cpu' if args.cpu else 'cuda')\nprint(torch.zeros(1, device=device))\n",
+                "import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--cpu', action='store_true', help='use cpu only')\nargs = parser.parse_args()\n"
+                "device = torch.device('cpu' if args.cpu or not torch.cuda.is_available() else 'cuda')\n"
+                "print(torch.zeros(1, device=device))\n"),
+        Example("import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
+                "    parser.add_argument('--no-cuda', action='store_true')\n    args = parser.parse_args()\n"
+                "    return torch.zeros(1).to('cuda' if not args.no_cuda else 'cpu')\n",
+                "import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
+                "    parser.add_argument('--no-cuda', action='store_true')\n    args = parser.parse_args()\n"
+                "    return torch.zeros(1).to('cuda' if not args.no_cuda and torch.cuda.is_available() else 'cpu')\n"),
         # a command line's default: what the script does when run as written
         Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
                 "parser.add_argument('--device', default='cuda')\nargs = parser.parse_args()\n"
@@ -214,6 +236,11 @@ class HardcodedGpuDevice(Rule):
             shown = "." + a.code(node.with_changes(func=node.func.attr)) if method else a.code(node)
             if rewrite.kind == "ids":  # device_ids=[rank]
                 shown = f"{rewrite.device}={shown}"
+            if rewrite.kind == "flag":
+                yield ctx.violation(
+                    node, f"`{shown}` picks a GPU unless the command line says otherwise: run as written, this code "
+                          "cannot run where CUDA is not available", ctx.guarded(a_fix, None))
+                continue
             yield ctx.violation(
                 node, f"`{shown}` names a GPU with no CPU fallback: this code cannot run where CUDA is not available",
                 ctx.guarded(a_fix, node if isinstance(node, cst.Call) else None))
@@ -242,6 +269,10 @@ class HardcodedGpuDevice(Rule):
                                                       "the fallback would repeat it)")
                 text = f"{a.code(node)} if {test} else {receiver}"
                 edit = ctx.replace(node, text if _stands_alone(site) else f"({text})")
+        elif rewrite.kind == "flag":  # "cpu" if args.cpu else "cuda": the flag's test gets the fallback
+            flag = node.test  # type: ignore[attr-defined]
+            joined = "and" if rewrite.device == "and" else "or not"
+            edit = ctx.replace(flag, f"{a.code(flag)} {joined} {test}")
         elif rewrite.kind == "ids":  # DistributedDataParallel(device_ids=[rank]): none on the CPU
             edit = ctx.replace(node, f"{a.code(node)} if {test} else None")
         else:  # torch.device("cuda", gpu): the whole call, or the CPU
@@ -259,7 +290,9 @@ class _Rewrite:
     string built at run time: the expression itself), ``call`` (``torch.device("cuda",
     gpu)``: the whole call), ``receiver`` (``.cuda(gpu)``: the call, or the receiver as it
     is), ``ids`` (``DistributedDataParallel``'s ``device_ids``/``output_device``, the keyword
-    in ``device``: the value, or None); ``quote`` is the code's own."""
+    in ``device``: the value, or None), ``flag`` (``"cpu" if args.cpu else "cuda"``: the
+    flag's test, ``and`` or ``or not`` CUDA's availability, in ``device``); ``quote`` is
+    the code's own."""
 
     def __init__(self, kind: str, device: str = "", quote: str = '"'):
         self.kind, self.device, self.quote = kind, device, quote
@@ -312,7 +345,10 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
             if text is not None:
                 found.append((site, default.value, _Rewrite("literal", text, default.value.quote[-1])))  # type: ignore[union-attr]
         for value in _device_arguments(site):
-            if _gpu_string(value) and site.qualname != "torch.device":
+            flag = _flag_choice(a, value) if isinstance(value, cst.IfExp) else None
+            if flag is not None:  # torch.device("cpu" if args.cpu else "cuda")
+                found.append((site, value, flag))
+            elif _gpu_string(value) and site.qualname != "torch.device":
                 found.append((site, value, _Rewrite("expression", quote=_quote(site))))
             elif isinstance(value, cst.Name):  # device = "cuda" ... .to(device)
                 choice = _held_string(a, site, value.value)
@@ -332,6 +368,55 @@ def _bound_bare(a, site: CallSite) -> bool:
     own ``cuda()`` override (its caller chose)."""
     verdict = a.devices.verdicts.get(site.node)
     return verdict is not None and verdict.code is None and not a.devices.in_cuda_override(site)
+
+
+def _flag_choice(a, expr: cst.IfExp) -> Optional[_Rewrite]:
+    """A choice between a GPU and the CPU on a command-line flag whose default picks the
+    GPU: ``"cpu" if args.cpu else "cuda"`` (``--cpu`` is ``store_true``), ``"cuda" if
+    args.cuda else "cpu"`` (``default=True``), ``"cuda" if not args.no_cuda else "cpu"``.
+    The script, run as written, needs CUDA. How the test gets the fallback: ``and`` CUDA is
+    available (the GPU is the first branch), ``or not`` (the second); None otherwise (a
+    test that is no flag of this file's parser, a default that picks the CPU)."""
+    gpu_first = _cuda_text(expr.body) is not None and _cpu_text(expr.orelse)
+    if not gpu_first and not (_cuda_text(expr.orelse) is not None and _cpu_text(expr.body)):
+        return None
+    test, negated = expr.test, False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negated = test.expression, True
+    if not (isinstance(test, cst.Attribute) and isinstance(test.value, cst.Name)
+            and test.value.value in N.CONFIG_NAMES):
+        return None
+    default = _option_default(a, test.attr.value)
+    if default is None or (default != negated) != gpu_first:
+        return None  # unknown, or the CPU unless asked
+    return _Rewrite("flag", "and" if gpu_first else "or")
+
+
+def _cpu_text(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.SimpleString) and value.evaluated_value == "cpu"
+
+
+def _option_default(a, dest: str) -> Optional[bool]:
+    """The default of the command-line option that ``args.<dest>`` holds, when this file's
+    parser declares it as a flag: ``action="store_true"`` (False), ``"store_false"``
+    (True), ``default=True``/``False``, or no default (None, false); else None."""
+    for site in a.calls:
+        if site.method != "add_argument" or site.has_star_args:
+            continue
+        given = site.keyword("dest")
+        names = [given.value] if given is not None else [arg.value for arg in site.node.args if arg.keyword is None]
+        if not any(isinstance(n, cst.SimpleString) and str(n.evaluated_value).lstrip("-").replace("-", "_") == dest
+                   for n in names):
+            continue
+        action, default = site.keyword("action"), site.keyword("default")
+        if action is not None:
+            kind = action.value.evaluated_value if isinstance(action.value, cst.SimpleString) else None
+            return {"store_true": False, "store_false": True}.get(kind) if default is None else None  # type: ignore[arg-type]
+        if default is None:
+            return False
+        value = default.value
+        return {"True": True, "False": False}.get(value.value) if isinstance(value, cst.Name) else None
+    return None
 
 
 def _device_arguments(site: CallSite) -> List[cst.BaseExpression]:
@@ -368,11 +453,11 @@ def _cuda_text(value: cst.BaseExpression) -> Optional[str]:
 
 @dataclass(frozen=True)
 class _Held:
-    """A GPU string a name holds (``device = "cuda"``), where it is bound: what
-    ``unconditional`` and ``torch_for_test`` read of a call site (the statement line, its
-    scope and branches, its place in execution order)."""
+    """A GPU string a name holds (``device = "cuda"``, or a choice on a flag), where it is
+    bound: what ``unconditional`` and ``torch_for_test`` read of a call site (the statement
+    line, its scope and branches, its place in execution order)."""
 
-    node: cst.SimpleString
+    node: cst.BaseExpression
     scope: Scope
     order: int
     line: Optional[cst.SimpleStatementLine]
@@ -380,8 +465,9 @@ class _Held:
 
 
 def _held_string(a, site: CallSite, name: str) -> Optional[Tuple[_Held, cst.CSTNode, "_Rewrite"]]:
-    """The GPU string literal that ``name``, used as a device at ``site``, holds: its
-    only binding, a plain assignment (``device = "cuda:0"``), in the scope the use
+    """The GPU string literal (or choice on a flag, ``_flag_choice``) that ``name``, used
+    as a device at ``site``, holds: its only binding, a plain assignment (``device =
+    "cuda:0"``, ``device = "cpu" if args.cpu else "cuda"``), in the scope the use
     resolves to."""
     scope, _ = a.lookup(name, site.scope)
     bindings = scope.bindings.get(name, ()) if scope is not None else ()
@@ -389,11 +475,12 @@ def _held_string(a, site: CallSite, name: str) -> Optional[Tuple[_Held, cst.CSTN
         return None
     value = bindings[0].value
     text = _cuda_text(value) if value is not None else None
-    line = a.statement_line(value) if text is not None else None
+    flag = _flag_choice(a, value) if isinstance(value, cst.IfExp) else None
+    line = a.statement_line(value) if text is not None or flag is not None else None
     if line is None:
         return None
     held = _Held(value, scope, bindings[0].order, line, bindings[0].cond)  # type: ignore[arg-type]
-    return held, value, _Rewrite("literal", text, value.quote[-1])  # type: ignore[union-attr]
+    return held, value, flag or _Rewrite("literal", text, value.quote[-1])  # type: ignore[union-attr,arg-type]
 
 
 def _gpu_literal(site: CallSite) -> Optional[_Rewrite]:

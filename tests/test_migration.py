@@ -222,7 +222,8 @@ def test_a_script_that_imports_torch_in_its_main_guard_runs_on_the_cpu_after_a_m
 
 DDP_TUTORIAL = textwrap.dedent("""\
     \"\"\"The DDP tutorial's shape (2020): spawned workers on the NCCL backend; each binds its
-    GPU, moves the model and batches with a bare `.cuda()` and gives DDP its device_ids.\"\"\"
+    GPU, moves the model and batches with a bare `.cuda()`, syncs its batch norms and gives DDP
+    its device_ids.\"\"\"
     import os
 
     import torch
@@ -242,7 +243,8 @@ DDP_TUTORIAL = textwrap.dedent("""\
         setup(rank, world_size)
         torch.cuda.set_device(rank)
         torch.manual_seed(0)
-        model = nn.Linear(10, 5).cuda()
+        model = nn.Sequential(nn.Linear(10, 5), nn.BatchNorm1d(5)).cuda()
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         ddp_model = DDP(model, device_ids=[rank])
         opt = torch.optim.SGD(ddp_model.parameters(), lr=0.01)
         for _ in range(2):
@@ -252,7 +254,7 @@ DDP_TUTORIAL = textwrap.dedent("""\
             opt.step()
         dist.barrier()
         if rank == 0:
-            print("trained", tuple(model.weight.shape))
+            print("trained", tuple(model[0].weight.shape), type(model[1]).__name__)
         dist.destroy_process_group()
 
 
@@ -265,8 +267,8 @@ DDP_TUTORIAL = textwrap.dedent("""\
 def test_a_ddp_program_on_nccl_runs_on_the_cpu_after_a_migration(tmp_path):
     """Per-rank code is GPU code by design, and correct: nothing is found by default. A
     migration makes it run without CUDA too: the NCCL backend falls back to gloo, the
-    rank's `set_device` runs only with CUDA, what it bound falls back to the CPU, and so
-    does DDP's device list; with CUDA (the simulator's 2 GPUs) every rank places what it
+    rank's `set_device` and the SyncBatchNorm conversion run only with CUDA, what the
+    binding named falls back to the CPU, and so does DDP's device list; with CUDA (the simulator's 2 GPUs) every rank places what it
     placed before, on its own GPU."""
     import socket
     import subprocess
@@ -286,7 +288,7 @@ def test_a_ddp_program_on_nccl_runs_on_the_cpu_after_a_migration(tmp_path):
     for step in ("original", "migrated"):
         if step == "migrated":
             r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
-            assert "Converted: TDL007 3, TDL008 2" in r.stderr.decode(), r.stderr.decode()
+            assert "Converted: TDL007 3, TDL008 3" in r.stderr.decode(), r.stderr.decode()
         report = tmp_path / f"{step}.json"
         sim = cli("sim", "--gpus", "2", "--report", str(report), "ddp.py", cwd=tmp_path)
         assert sim.returncode == 0 and report.exists(), sim.stderr.decode()
@@ -294,17 +296,19 @@ def test_a_ddp_program_on_nccl_runs_on_the_cpu_after_a_migration(tmp_path):
         placed.append(sorted((c["process"], c["devices"], [(g["backend"], g["device"]) for g in c["process_groups"]])
                              for c in children))
     assert placed[0] == placed[1], placed
-    assert [p[1] for p in placed[0]] == [{"cuda:0": {"tensors": 4, "bytes": 1820}},
-                                         {"cuda:1": {"tensors": 4, "bytes": 1820}}], placed[0]
+    assert [p[1] for p in placed[0]] == [{"cuda:0": {"tensors": 9, "bytes": 1908}},
+                                         {"cuda:1": {"tensors": 9, "bytes": 1908}}], placed[0]
     text = script.read_text()
     for line in ('    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", rank=rank, '
                  'world_size=world_size)\n',
                  "    if torch.cuda.is_available():\n        torch.cuda.set_device(rank)\n",
-                 '    model = nn.Linear(10, 5).to("cuda" if torch.cuda.is_available() else "cpu")\n',
+                 '    model = nn.Sequential(nn.Linear(10, 5), nn.BatchNorm1d(5)).to("cuda" if torch.cuda.is_available() '
+                 'else "cpu")\n',
+                 "    model = nn.SyncBatchNorm.convert_sync_batchnorm(model) if torch.cuda.is_available() else model\n",
                  "    ddp_model = DDP(model, device_ids=[rank] if torch.cuda.is_available() else None)\n",
                  '        loss = ddp_model(torch.randn(20, 10).to("cuda" if torch.cuda.is_available() else "cpu"))'
                  '.pow(2).mean()\n'):
         assert line in text, text
     after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
-    assert after.returncode == 0 and after.stdout == "trained (5, 10)\n", after.stderr
+    assert after.returncode == 0 and after.stdout == "trained (5, 10) BatchNorm1d\n", after.stderr
     assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""

@@ -69,11 +69,13 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                  'nomap@2:torch.hub.load_state_dict_from_url'),)),
     'TDL007': ('hardcoded-gpu-device', ('cuda',), (), (('call:cuda', 'str^cuda'),)),
     'TDL008': ('cuda-only-call',
-               ('cuda', 'nccl'),
+               ('cuda', 'nccl', 'SyncBatchNorm'),
                ('synchronize', 'Event', 'Stream', 'current_device', 'get_device_', 'current_stream',
                 'default_stream', 'CUDAGraph', 'reset_', 'ipc_collect', 'get_rng_state', 'mem_get_info',
-                'memory_summary', 'init', 'set_per_process_memory_fraction', 'nvtx', 'device(', 'set_device'),
-               (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | {"torch.cuda.device", "torch.cuda.set_device"}
+                'memory_summary', 'init', 'set_per_process_memory_fraction', 'nvtx', 'device(', 'set_device',
+                'convert_sync_batchnorm'),
+               (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | {"torch.cuda.device", "torch.cuda.set_device",
+                                                                 N.CONVERT_SYNC_BATCHNORM}
                                                    | N.INIT_PROCESS_GROUP_TORCH)),)),
     'TDL101': ('global-set-device',
                ('set_device',),

@@ -16,6 +16,8 @@ _REEXPORTS: Dict[str, str] = {
     "torch.nn.parallel.data_parallel.DataParallel": "torch.nn.parallel.DataParallel",
     "torch.nn.parallel.data_parallel.data_parallel": "torch.nn.parallel.data_parallel",
     "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.modules.SyncBatchNorm": "torch.nn.SyncBatchNorm",
+    "torch.nn.modules.batchnorm.SyncBatchNorm": "torch.nn.SyncBatchNorm",
     "torch.nn.modules.module.Module": "torch.nn.Module",
     "torch.nn.modules.Module": "torch.nn.Module",
     "torch.distributed.distributed_c10d": "torch.distributed",
@@ -58,6 +60,8 @@ INIT_PROCESS_GROUP = frozenset(
     }
 )
 INIT_PROCESS_GROUP_TORCH = frozenset({"torch.distributed.init_process_group"})
+# makes a model's batch norms synchronise across ranks: they then run on GPUs only
+CONVERT_SYNC_BATCHNORM = "torch.nn.SyncBatchNorm.convert_sync_batchnorm"
 # Names that hold a configuration (``args.device``, ``opt.gpu_ids``, ``cfg.cpu``)
 CONFIG_NAMES = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "options",
                           "params", "flags", "FLAGS", "hp", "settings"})

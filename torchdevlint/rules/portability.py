@@ -92,6 +92,16 @@ def guard_statement(ctx: Context, line: cst.SimpleStatementLine, torch: str) -> 
     return ctx.replace(stmt, f"if {torch}.cuda.is_available():{a.module.default_newline}{indent}{unit}{a.code(stmt)}")
 
 
+def stands_alone(site: CallSite) -> bool:
+    """Whether a conditional expression may replace the call without parentheses: it is
+    the value of an assignment or a ``return``, or an argument of another call."""
+    if site.parent is not None and any(arg.value is site.node for arg in site.parent.node.args):
+        return True
+    line = site.line
+    stmt = line.body[0] if line is not None and len(line.body) == 1 else None
+    return isinstance(stmt, (cst.Assign, cst.AnnAssign, cst.Return)) and stmt.value is site.node
+
+
 def _chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> bool:
     """Under an ``if``/``elif``/``else`` or a ``match`` case (``if backend == "nccl": d =
     torch.device("cuda")``), or one side of a conditional expression or of ``and``/``or``

@@ -13,7 +13,7 @@ from ..analysis import CallSite, Scope
 from ..analysis.facts import is_bare_cuda
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import guard_statement, torch_for_test, unconditional
+from .portability import guard_statement, stands_alone, torch_for_test, unconditional
 
 
 class HardcodedGpuDevice(Rule):
@@ -268,7 +268,7 @@ class HardcodedGpuDevice(Rule):
                     return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: the receiver spans lines, and "
                                                       "the fallback would repeat it)")
                 text = f"{a.code(node)} if {test} else {receiver}"
-                edit = ctx.replace(node, text if _stands_alone(site) else f"({text})")
+                edit = ctx.replace(node, text if stands_alone(site) else f"({text})")
         elif rewrite.kind == "flag":  # "cpu" if args.cpu else "cuda": the flag's test gets the fallback
             flag = node.test  # type: ignore[attr-defined]
             joined = "and" if rewrite.device == "and" else "or not"
@@ -277,7 +277,7 @@ class HardcodedGpuDevice(Rule):
             edit = ctx.replace(node, f"{a.code(node)} if {test} else None")
         else:  # torch.device("cuda", gpu): the whole call, or the CPU
             text = f"{a.code(node)} if {test} else {a.code(node.func)}({q}cpu{q})"  # type: ignore[attr-defined]
-            edit = ctx.replace(node, text if _stands_alone(site) else f"({text})")
+            edit = ctx.replace(node, text if stands_alone(site) else f"({text})")
         return Fix(Applicability.UNSAFE, _MESSAGE, tuple(imports) + (edit,))
 
 
@@ -534,13 +534,3 @@ def _quote(site: CallSite) -> str:
         if isinstance(value, cst.BinaryOperation) and isinstance(value.left, cst.SimpleString):
             return value.left.quote[-1]
     return '"'
-
-
-def _stands_alone(site: CallSite) -> bool:
-    """Whether a conditional expression may replace the call without parentheses: it is
-    the value of an assignment or a ``return``, or an argument of another call."""
-    if site.parent is not None and any(arg.value is site.node for arg in site.parent.node.args):
-        return True
-    line = site.line
-    stmt = line.body[0] if line is not None and len(line.body) == 1 else None
-    return isinstance(stmt, (cst.Assign, cst.AnnAssign, cst.Return)) and stmt.value is site.node

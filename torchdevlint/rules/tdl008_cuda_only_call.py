@@ -11,23 +11,24 @@ from .. import names as N
 from ..analysis import CallSite
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import guard_statement, torch_for_test, unconditional
+from .portability import guard_statement, stands_alone, torch_for_test, unconditional
 
 
 # besides ``names.CUDA_ONLY``: a device block, a rank's ``set_device``, an NCCL process group
-_ALSO = frozenset({"torch.cuda.device", "torch.cuda.set_device"}) | N.INIT_PROCESS_GROUP_TORCH
+_ALSO = frozenset({"torch.cuda.device", "torch.cuda.set_device", N.CONVERT_SYNC_BATCHNORM}) | N.INIT_PROCESS_GROUP_TORCH
 
 
 class CudaOnlyCall(Rule):
     code = "TDL008"
     name = "cuda-only-call"
     summary = ("a `torch.cuda` call that raises without CUDA (`synchronize()`, `Event`, `current_device()`, a "
-               "rank's `set_device`), or an NCCL process group, with nothing checking for CUDA (opt-in)")
+               "rank's `set_device`), an NCCL process group or SyncBatchNorm, with nothing checking for CUDA (opt-in)")
     opt_in = True
-    triggers = ("cuda", "nccl")
+    triggers = ("cuda", "nccl", "SyncBatchNorm")
     also_requires = ("synchronize", "Event", "Stream", "current_device", "get_device_", "current_stream",
                      "default_stream", "CUDAGraph", "reset_", "ipc_collect", "get_rng_state", "mem_get_info",
-                     "memory_summary", "init", "set_per_process_memory_fraction", "nvtx", "device(", "set_device")
+                     "memory_summary", "init", "set_per_process_memory_fraction", "nvtx", "device(", "set_device",
+                     "convert_sync_batchnorm")
     # the gate on the code (`with torch.cuda.device(k):` is a call of it too)
     needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO)),)
     fixable = "sometimes"
@@ -53,7 +54,8 @@ class CudaOnlyCall(Rule):
         (`empty_cache()`, `manual_seed()`, `memory_allocated()`, `device_count()`). A
         rank's `torch.cuda.set_device(rank)` (a spawned worker, a rank's setup: correct
         per-rank code that still raises; a global one is TDL101's, one in a thread
-        TDL102's). A process group on the NCCL backend, `init_process_group("nccl")` or
+        TDL102's). `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (its batch norms then
+        raise on CPU tensors across ranks). A process group on the NCCL backend, `init_process_group("nccl")` or
         `backend="nccl"` (NCCL needs CUDA: "Distributed package doesn't have NCCL built
         in"; not a name, nor `"cpu:gloo,cuda:nccl"`). Entering `with torch.cuda.device(k):` raises too
         (not `torch.cuda.device_of(t)`, nor a negative index or `None`: no-ops; nor a
@@ -93,7 +95,9 @@ class CudaOnlyCall(Rule):
         that point. A device block's index gets the fallback torch documents as a no-op:
         `with torch.cuda.device(k if torch.cuda.is_available() else -1):` (unsafe, as
         above; what the block places with `.cuda()` is TDL007's). The NCCL backend becomes
-        `"nccl" if torch.cuda.is_available() else "gloo"` (unsafe: gloo runs the same
+        `"nccl" if torch.cuda.is_available() else "gloo"`, and SyncBatchNorm's conversion
+        keeps the model as it is without CUDA (`... if torch.cuda.is_available() else
+        model`) (unsafe: gloo runs the same
         collectives on CPU tensors; with TDL007's fallbacks of the rank's placements, a DDP
         program runs on the CPU). Display-only when the result is kept (`start =
         torch.cuda.Event(enable_timing=True)`, `return torch.cuda.current_device()`: what
@@ -123,6 +127,10 @@ class CudaOnlyCall(Rule):
         "    dist.init_process_group('nccl' if torch.cuda.is_available() else 'gloo')\n",
         "import torch\nimport torch.distributed as dist\ndef setup(args):\n    if args.distributed:\n"
         "        dist.init_process_group(backend='nccl')\n",
+        # a conversion under a test, or of a module built in place
+        "import torch\ndef build(model, sync_bn):\n    if sync_bn:\n"
+        "        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n    return model\n",
+        "import torch\ndef build():\n    return torch.nn.SyncBatchNorm.convert_sync_batchnorm(torch.nn.BatchNorm1d(2))\n",
         # set_device in a thread (TDL102's)
         "import threading, torch\ndef work(k):\n    torch.cuda.set_device(k)\n"
         "threading.Thread(target=work, args=(1,)).start()\n",
@@ -188,6 +196,12 @@ class CudaOnlyCall(Rule):
                 "local_rank = int(os.environ['LOCAL_RANK'])\n"
                 "dist.init_process_group(backend=\"nccl\" if torch.cuda.is_available() else \"gloo\")\n"
                 "if torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\nprint(dist.get_rank())\n"),
+        # SyncBatchNorm: plain batch norms on the CPU
+        Example("import torch\nimport torch.nn as nn\n\n\ndef build(rank):\n    model = nn.Sequential(nn.Conv2d(3, 8, 3), "
+                "nn.BatchNorm2d(8))\n    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n    return model\n",
+                "import torch\nimport torch.nn as nn\n\n\ndef build(rank):\n    model = nn.Sequential(nn.Conv2d(3, 8, 3), "
+                "nn.BatchNorm2d(8))\n    model = nn.SyncBatchNorm.convert_sync_batchnorm(model) if torch.cuda.is_available() "
+                "else model\n    return model\n"),
         # the result is kept: what uses it needs a CPU path of its own (display)
         Example("import torch\ndef timer():\n    start = torch.cuda.Event(enable_timing=True)\n"
                 "    start.record()\n    return start\n"),
@@ -202,8 +216,17 @@ class CudaOnlyCall(Rule):
         for site in a.calls:
             block = site.node in entered
             backend = _nccl_backend(site)
-            if not (site.qualname in N.CUDA_ONLY or block or backend is not None or _rank_binding(a, site)) \
+            sync_bn = _sync_batchnorm_module(site)
+            if not (site.qualname in N.CUDA_ONLY or block or backend is not None or sync_bn is not None
+                    or _rank_binding(a, site)) \
                     or not unconditional(ctx, site, site.node, stops_only=True, with_item=block):
+                continue
+            if sync_bn is not None:
+                yield ctx.violation(
+                    site.node,
+                    f"`{a.code(site.node.func)}()`: SyncBatchNorm runs on GPUs only (\"expected input tensor to be "
+                    "on GPU\") and nothing here checks for CUDA: this code cannot run where CUDA is not available",
+                    self._sync_batchnorm_fix(ctx, site, sync_bn))
                 continue
             if backend is not None:
                 yield ctx.violation(
@@ -231,6 +254,19 @@ class CudaOnlyCall(Rule):
             return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
         q = backend.quote
         edit = ctx.replace(backend, f"{ctx.analysis.code(backend)} if {torch}.cuda.is_available() else {q}gloo{q}")
+        return Fix(Applicability.UNSAFE, message, tuple(imports) + (edit,))
+
+    def _sync_batchnorm_fix(self, ctx: Context, site: CallSite, module: cst.BaseExpression) -> Fix:
+        """``nn.SyncBatchNorm.convert_sync_batchnorm(model)`` -> ``... if
+        torch.cuda.is_available() else model``: plain batch norms on the CPU."""
+        message = "Convert only when CUDA is available (each rank keeps plain batch norms on the CPU)"
+        try:
+            torch, imports = torch_for_test(ctx, site, new_query=True)
+        except Uninsertable as exc:
+            return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
+        a = ctx.analysis
+        text = f"{a.code(site.node)} if {torch}.cuda.is_available() else {a.code(module)}"
+        edit = ctx.replace(site.node, text if stands_alone(site) else f"({text})")
         return Fix(Applicability.UNSAFE, message, tuple(imports) + (edit,))
 
     def _block_fix(self, ctx: Context, site: CallSite) -> Fix:
@@ -278,6 +314,20 @@ def _nccl_backend(site: CallSite) -> Optional[cst.SimpleString]:
     if isinstance(value, cst.SimpleString) and str(value.evaluated_value).lower() == "nccl":
         return value
     return None
+
+
+def _sync_batchnorm_module(site: CallSite) -> Optional[cst.BaseExpression]:
+    """The module that ``torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)`` converts,
+    when it is a name or an attribute chain (``model``, ``self.net``): what the CPU path
+    keeps as it is."""
+    if site.qualname != N.CONVERT_SYNC_BATCHNORM or site.has_star_args:
+        return None
+    arg = site.positional(0) or site.keyword("module")
+    value = arg.value if arg is not None else None
+    chain = value
+    while isinstance(chain, cst.Attribute):
+        chain = chain.value
+    return value if isinstance(chain, cst.Name) else None
 
 
 def _rank_binding(a, site: CallSite) -> bool:

@@ -237,12 +237,13 @@ class HardcodedGpuDevice(Rule):
             if rewrite.kind == "ids":  # device_ids=[rank]
                 shown = f"{rewrite.device}={shown}"
             if rewrite.kind == "flag":
-                yield ctx.violation(
-                    node, f"`{shown}` picks a GPU unless the command line says otherwise: run as written, this code "
-                          "cannot run where CUDA is not available", ctx.guarded(a_fix, None))
-                continue
+                what = "picks a GPU unless the command line says otherwise: run as written,"
+            elif rewrite.kind == "index" and rewrite.device == "cuda":  # a bare `.cuda()` a binding made right
+                what = "places on the GPU that a binding chose (`set_device`, a device block), with no CPU fallback:"
+            else:
+                what = "names a GPU with no CPU fallback:"
             yield ctx.violation(
-                node, f"`{shown}` names a GPU with no CPU fallback: this code cannot run where CUDA is not available",
+                node, f"`{shown}` {what} this code cannot run where CUDA is not available",
                 ctx.guarded(a_fix, node if isinstance(node, cst.Call) else None))
 
     def _fix(self, ctx: Context, site: CallSite, node: cst.CSTNode, rewrite: "_Rewrite") -> Fix:

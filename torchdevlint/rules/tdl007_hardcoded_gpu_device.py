@@ -10,7 +10,6 @@ import libcst as cst
 
 from .. import names as N
 from ..analysis import CallSite, Scope
-from ..analysis.facts import is_bare_cuda
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import guard_statement, stands_alone, torch_for_test, unconditional

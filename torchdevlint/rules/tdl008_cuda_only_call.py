@@ -18,6 +18,9 @@ from .portability import guard_statement, stands_alone, torch_for_test, uncondit
 _ALSO = frozenset({"torch.cuda.device", "torch.cuda.set_device", N.CONVERT_SYNC_BATCHNORM}) | N.INIT_PROCESS_GROUP_TORCH
 
 
+_NEEDS = "needs CUDA and nothing here checks for it: this code cannot run where CUDA is not available"
+
+
 class CudaOnlyCall(Rule):
     code = "TDL008"
     name = "cuda-only-call"
@@ -51,16 +54,19 @@ class CudaOnlyCall(Rule):
         (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `@requires_cuda`). A
         device with a CPU fallback in the same function does not count: the call still
         raises on the CPU path. Not the calls that are harmless without CUDA
-        (`empty_cache()`, `manual_seed()`, `memory_allocated()`, `device_count()`). A
-        rank's `torch.cuda.set_device(rank)` (a spawned worker, a rank's setup: correct
-        per-rank code that still raises; a global one is TDL101's, one in a thread
-        TDL102's). `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (its batch norms then
-        raise on CPU tensors across ranks). A process group on the NCCL backend, `init_process_group("nccl")` or
-        `backend="nccl"` (NCCL needs CUDA: "Distributed package doesn't have NCCL built
-        in"; not a name, nor `"cpu:gloo,cuda:nccl"`). Entering `with torch.cuda.device(k):` raises too
-        (not `torch.cuda.device_of(t)`, nor a negative index or `None`: no-ops; nor a
-        tensor's `.device`: the block follows its data, in kernels that need CUDA anyway);
-        called as a plain statement it is TDL103's.
+        (`empty_cache()`, `manual_seed()`, `memory_allocated()`, `device_count()`).
+
+        Per-rank code too: a rank's `torch.cuda.set_device(rank)` (a spawned worker, a
+        rank's setup: correct code that still raises; a global one is TDL101's, one in a
+        thread TDL102's), `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (its batch
+        norms then raise on CPU tensors across ranks), a process group on the NCCL
+        backend, `init_process_group("nccl")` or `backend="nccl"` ("Distributed package
+        doesn't have NCCL built in"; not a name, nor `"cpu:gloo,cuda:nccl"`).
+
+        Entering `with torch.cuda.device(k):` raises too (not `torch.cuda.device_of(t)`,
+        nor a negative index or `None`: no-ops; nor a tensor's `.device`: the block
+        follows its data, in kernels that need CUDA anyway); called as a plain statement
+        it is TDL103's.
 
         Not on by default, like TDL007: code meant only for GPUs may call these freely.
         Select it (`--extend-select TDL008`) when the code must also run without CUDA; a
@@ -95,15 +101,15 @@ class CudaOnlyCall(Rule):
         that point. A device block's index gets the fallback torch documents as a no-op:
         `with torch.cuda.device(k if torch.cuda.is_available() else -1):` (unsafe, as
         above; what the block places with `.cuda()` is TDL007's). The NCCL backend becomes
-        `"nccl" if torch.cuda.is_available() else "gloo"`, and SyncBatchNorm's conversion
-        keeps the model as it is without CUDA (`... if torch.cuda.is_available() else
-        model`) (unsafe: gloo runs the same
-        collectives on CPU tensors; with TDL007's fallbacks of the rank's placements, a DDP
-        program runs on the CPU). Display-only when the result is kept (`start =
-        torch.cuda.Event(enable_timing=True)`, `return torch.cuda.current_device()`: what
-        uses it needs a CPU path written by hand), with other statements on the line, at
-        the module level of a module that is not a script (the test would run at every
-        import), and in TorchScript.
+        `"nccl" if torch.cuda.is_available() else "gloo"` (gloo runs the same collectives
+        on CPU tensors), and SyncBatchNorm's conversion `... if torch.cuda.is_available()
+        else model` (plain batch norms on the CPU), both unsafe; with TDL007's fallbacks of
+        the rank's placements, a DDP program then runs on the CPU too.
+
+        Display-only when the result is kept (`start = torch.cuda.Event(enable_timing=True)`,
+        `return torch.cuda.current_device()`: what uses it needs a CPU path written by
+        hand), with other statements on the line, at the module level of a module that is
+        not a script (the test would run at every import), and in TorchScript.
     """
     VALID = (
         "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
@@ -221,69 +227,38 @@ class CudaOnlyCall(Rule):
                     or _rank_binding(a, site)) \
                     or not unconditional(ctx, site, site.node, stops_only=True, with_item=block):
                 continue
-            if sync_bn is not None:
+            func = a.code(site.node.func)
+            if backend is not None:  # "nccl" -> "nccl" if ... else "gloo"
+                q = backend.quote
                 yield ctx.violation(
-                    site.node,
-                    f"`{a.code(site.node.func)}()`: SyncBatchNorm runs on GPUs only (\"expected input tensor to be "
-                    "on GPU\") and nothing here checks for CUDA: this code cannot run where CUDA is not available",
-                    self._sync_batchnorm_fix(ctx, site, sync_bn))
-                continue
-            if backend is not None:
+                    backend, f"`{func}({a.code(backend)})`: the NCCL backend {_NEEDS}",
+                    self._or_else(ctx, site, backend, f"{q}gloo{q}", new_query=True,
+                                  message="Use NCCL when CUDA is available, else gloo (the same collectives on the CPU)"))
+            elif sync_bn is not None:  # convert_sync_batchnorm(model) -> ... else model
                 yield ctx.violation(
-                    backend,
-                    f"`{a.code(site.node.func)}({a.code(backend)})`: the NCCL backend needs CUDA and nothing here "
-                    "checks for it: this code cannot run where CUDA is not available",
-                    self._backend_fix(ctx, site, backend))
-                continue
-            shown = f"{a.code(site.node.func)}()"
-            yield ctx.violation(
-                site.node,
-                f"`{shown}` needs CUDA and nothing here checks for it: this code cannot run where "
-                "CUDA is not available",
-                self._block_fix(ctx, site) if block else self._fix(ctx, site),
-            )
+                    site.node, f"`{func}()`: SyncBatchNorm (\"expected input tensor to be on GPU\") {_NEEDS}",
+                    self._or_else(ctx, site, site.node, a.code(sync_bn), new_query=True, parens=not stands_alone(site),
+                                  message="Convert only when CUDA is available (plain batch norms on the CPU)"))
+            elif block:  # with torch.cuda.device(k): -> k if ... else -1, a no-op (as torch documents)
+                arg = site.positional(0) or site.keyword("device")
+                yield ctx.violation(
+                    site.node, f"`{func}()` {_NEEDS}",
+                    self._or_else(ctx, site, arg.value, "-1", new_query=False,  # type: ignore[union-attr]
+                                  message="Enter the device only when CUDA is available (a negative index is a no-op)"))
+            else:
+                yield ctx.violation(site.node, f"`{func}()` {_NEEDS}", self._fix(ctx, site))
 
-    def _backend_fix(self, ctx: Context, site: CallSite, backend: cst.SimpleString) -> Fix:
-        """``init_process_group("nccl")`` -> ``init_process_group("nccl" if
-        torch.cuda.is_available() else "gloo")``: gloo runs the same collectives on CPU
-        tensors."""
-        message = "Use NCCL when CUDA is available, else gloo (the same collectives on the CPU)"
+    def _or_else(self, ctx: Context, site: CallSite, node: cst.BaseExpression, otherwise: str, message: str,
+                 new_query: bool, parens: bool = False) -> Fix:
+        """``node`` -> ``node if torch.cuda.is_available() else otherwise``. ``new_query``:
+        the test is the first CUDA query there (not where the call initialised CUDA anyway)."""
         try:
-            torch, imports = torch_for_test(ctx, site, new_query=True)
+            torch, imports = torch_for_test(ctx, site, new_query=new_query)
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
-        q = backend.quote
-        edit = ctx.replace(backend, f"{ctx.analysis.code(backend)} if {torch}.cuda.is_available() else {q}gloo{q}")
-        return Fix(Applicability.UNSAFE, message, tuple(imports) + (edit,))
-
-    def _sync_batchnorm_fix(self, ctx: Context, site: CallSite, module: cst.BaseExpression) -> Fix:
-        """``nn.SyncBatchNorm.convert_sync_batchnorm(model)`` -> ``... if
-        torch.cuda.is_available() else model``: plain batch norms on the CPU."""
-        message = "Convert only when CUDA is available (each rank keeps plain batch norms on the CPU)"
-        try:
-            torch, imports = torch_for_test(ctx, site, new_query=True)
-        except Uninsertable as exc:
-            return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
-        a = ctx.analysis
-        text = f"{a.code(site.node)} if {torch}.cuda.is_available() else {a.code(module)}"
-        edit = ctx.replace(site.node, text if stands_alone(site) else f"({text})")
-        return Fix(Applicability.UNSAFE, message, tuple(imports) + (edit,))
-
-    def _block_fix(self, ctx: Context, site: CallSite) -> Fix:
-        """``with torch.cuda.device(k):`` -> ``with torch.cuda.device(k if
-        torch.cuda.is_available() else -1):``, a no-op without CUDA (a negative index, as
-        torch documents)."""
-        message = "Enter the device only when CUDA is available (a negative index is a no-op)"
-        arg = site.positional(0) or site.keyword("device")
-        try:  # (no new query: entering the block initialised CUDA at this point anyway)
-            torch, imports = torch_for_test(ctx, site, new_query=False)
-        except Uninsertable as exc:
-            return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
-        a = ctx.analysis
-        value = arg.value  # type: ignore[union-attr]
-        code = f"({a.code(value)})" if isinstance(value, cst.NamedExpr) else a.code(value)
-        edit = ctx.replace(value, f"{code} if {torch}.cuda.is_available() else -1")
-        return Fix(Applicability.UNSAFE, message, tuple(imports) + (edit,))
+        code = ctx.analysis.code(node)
+        text = f"{f'({code})' if isinstance(node, cst.NamedExpr) else code} if {torch}.cuda.is_available() else {otherwise}"
+        return Fix(Applicability.UNSAFE, message, tuple(imports) + (ctx.replace(node, f"({text})" if parens else text),))
 
     def _fix(self, ctx: Context, site: CallSite) -> Fix:
         """The statement under ``if torch.cuda.is_available():``."""

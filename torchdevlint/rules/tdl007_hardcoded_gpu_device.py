@@ -42,7 +42,8 @@ class HardcodedGpuDevice(Rule):
         a command line's default (`add_argument("--device", default="cuda")`), or a choice
         on a flag whose default is the GPU (`"cpu" if args.cpu else "cuda"` with `--cpu`
         a `store_true` flag, as EDSR-style trainers have; `"cuda" if not args.no_cuda else
-        "cpu"`): what the script does when run as written, chosen
+        "cpu"`; declared in another file, a flag named for the CPU, `--cpu`, `--no-cuda`,
+        is taken as off): what the script does when run as written, chosen
         unconditionally in a statement (not under an `if`, not one side of `a if c else b`
         or of `a or b`, not a parameter's default), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
@@ -112,7 +113,7 @@ class HardcodedGpuDevice(Rule):
         # a flag whose default is the CPU, or not one of this file's parser
         "import argparse, torch\np = argparse.ArgumentParser()\np.add_argument('--cuda', action='store_true')\n"
         "args = p.parse_args()\ndevice = torch.device('cuda' if args.cuda else 'cpu')\n",
-        "import torch\ndef build(args):\n    return torch.device('cpu' if args.cpu else 'cuda')\n",
+        "import torch\ndef build(args):\n    return torch.device('cuda' if args.gpu else 'cpu')\n",
         # the caller's device passed on (an override), or chosen on a condition
         "import torch\nclass P(torch.nn.Parameter):\n    def move(self, *args):\n        return super().cuda(*args)\n",
         "import torch\ndef f(x, args):\n    if args.gpu is not None:\n        x = x.cuda(args.gpu)\n    return x\n",
@@ -214,6 +215,13 @@ class HardcodedGpuDevice(Rule):
                 "import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
                 "    parser.add_argument('--no-cuda', action='store_true')\n    args = parser.parse_args()\n"
                 "    return torch.zeros(1).to('cuda' if not args.no_cuda and torch.cuda.is_available() else 'cpu')\n"),
+        # ... declared in another file (EDSR's option.py): a flag named for the CPU is off
+        Example("import torch\n\n\nclass Trainer:\n    def __init__(self, args, model):\n        self.args = args\n"
+                "        self.device = torch.device('cpu' if self.args.cpu else 'cuda')\n"
+                "        self.model = model.to(self.device)\n",
+                "import torch\n\n\nclass Trainer:\n    def __init__(self, args, model):\n        self.args = args\n"
+                "        self.device = torch.device('cpu' if self.args.cpu or not torch.cuda.is_available() else 'cuda')\n"
+                "        self.model = model.to(self.device)\n"),
         # a command line's default: what the script does when run as written
         Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
                 "parser.add_argument('--device', default='cuda')\nargs = parser.parse_args()\n"
@@ -374,22 +382,40 @@ def _flag_choice(a, expr: cst.IfExp) -> Optional[_Rewrite]:
     """A choice between a GPU and the CPU on a command-line flag whose default picks the
     GPU: ``"cpu" if args.cpu else "cuda"`` (``--cpu`` is ``store_true``), ``"cuda" if
     args.cuda else "cpu"`` (``default=True``), ``"cuda" if not args.no_cuda else "cpu"``.
+    The flag is ``args.<name>`` (``self.args.<name>``, ``opt``, ``cfg``...) and its default
+    what this file's parser says; without a parser here, a flag that asks for the CPU by
+    its name (``--cpu``, ``--no-cuda``, as EDSR's ``option.py`` declares them) is off.
     The script, run as written, needs CUDA. How the test gets the fallback: ``and`` CUDA is
-    available (the GPU is the first branch), ``or not`` (the second); None otherwise (a
-    test that is no flag of this file's parser, a default that picks the CPU)."""
+    available (the GPU is the first branch), ``or not`` (the second); None otherwise (an
+    unknown default, a default that picks the CPU)."""
     gpu_first = _cuda_text(expr.body) is not None and _cpu_text(expr.orelse)
     if not gpu_first and not (_cuda_text(expr.orelse) is not None and _cpu_text(expr.body)):
         return None
     test, negated = expr.test, False
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test, negated = test.expression, True
-    if not (isinstance(test, cst.Attribute) and isinstance(test.value, cst.Name)
-            and test.value.value in N.CONFIG_NAMES):
+    config = test.value if isinstance(test, cst.Attribute) else None
+    if isinstance(config, cst.Attribute) and isinstance(config.value, cst.Name) and config.value.value == "self":
+        config = config.attr  # self.args.cpu
+    if not (isinstance(config, cst.Name) and config.value in N.CONFIG_NAMES):
         return None
-    default = _option_default(a, test.attr.value)
+    name = test.attr.value  # type: ignore[union-attr]
+    default = _option_default(a, name)
+    if default is None and name.lower() in _CPU_FLAGS and not _declares_options(a):
+        default = False
     if default is None or (default != negated) != gpu_first:
         return None  # unknown, or the CPU unless asked
     return _Rewrite("flag", "and" if gpu_first else "or")
+
+
+# flags that ask for the CPU by their name: off unless given
+_CPU_FLAGS = frozenset({"cpu", "use_cpu", "no_cuda", "no_gpu", "nocuda", "disable_cuda", "cpu_only", "force_cpu"})
+
+
+def _declares_options(a) -> bool:
+    """Whether this file declares command-line options itself (then their defaults are
+    what counts, not names)."""
+    return any(site.method == "add_argument" for site in a.calls)
 
 
 def _cpu_text(value: cst.BaseExpression) -> bool:

@@ -312,3 +312,23 @@ def test_a_ddp_program_on_nccl_runs_on_the_cpu_after_a_migration(tmp_path):
     after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert after.returncode == 0 and after.stdout == "trained (5, 10) BatchNorm1d\n", after.stderr
     assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""
+
+
+def test_one_process_per_gpu_starts_one_on_the_cpu_after_a_migration(tmp_path):
+    """`nprocs=torch.cuda.device_count()` starts no process without CUDA: the original
+    "runs" on the CPU and does nothing. After the migration one rank trains there."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "ddp.py"
+    program = DDP_TUTORIAL.replace("    world_size = 2\n", "    n_gpus = torch.cuda.device_count()\n    world_size = n_gpus\n")
+    assert program != DDP_TUTORIAL
+    script.write_text(program)
+    run = [sys.executable, "ddp.py"]
+    before = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert before.returncode == 0 and before.stdout == "", before.stderr  # no process started
+    r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+    assert "Converted: TDL007 3, TDL008 4" in r.stderr.decode(), r.stderr.decode()
+    assert "    n_gpus = torch.cuda.device_count() or 1\n" in script.read_text()
+    after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0 and after.stdout == "trained (5, 10) BatchNorm1d\n", after.stderr

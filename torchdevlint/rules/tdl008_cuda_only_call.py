@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Optional
 
 import libcst as cst
@@ -14,8 +15,10 @@ from .base import Context, Example, Rule, Uninsertable
 from .portability import guard_statement, stands_alone, torch_for_test, unconditional
 
 
-# besides ``names.CUDA_ONLY``: a device block, a rank's ``set_device``, an NCCL process group
-_ALSO = frozenset({"torch.cuda.device", "torch.cuda.set_device", N.CONVERT_SYNC_BATCHNORM}) | N.INIT_PROCESS_GROUP_TORCH
+# besides ``names.CUDA_ONLY``: a device block, a rank's ``set_device``, SyncBatchNorm, a
+# process count that is the GPU count, an NCCL process group
+_ALSO = frozenset({"torch.cuda.device", "torch.cuda.set_device", N.CONVERT_SYNC_BATCHNORM,
+                   "torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}) | N.INIT_PROCESS_GROUP_TORCH
 
 
 _NEEDS = "needs CUDA and nothing here checks for it: this code cannot run where CUDA is not available"
@@ -25,13 +28,14 @@ class CudaOnlyCall(Rule):
     code = "TDL008"
     name = "cuda-only-call"
     summary = ("a `torch.cuda` call that raises without CUDA (`synchronize()`, `Event`, `current_device()`, a "
-               "rank's `set_device`), an NCCL process group or SyncBatchNorm, with nothing checking for CUDA (opt-in)")
+               "rank's `set_device`), an NCCL process group, SyncBatchNorm, one process per GPU, with nothing "
+               "checking for CUDA (opt-in)")
     opt_in = True
     triggers = ("cuda", "nccl", "SyncBatchNorm")
     also_requires = ("synchronize", "Event", "Stream", "current_device", "get_device_", "current_stream",
                      "default_stream", "CUDAGraph", "reset_", "ipc_collect", "get_rng_state", "mem_get_info",
                      "memory_summary", "init", "set_per_process_memory_fraction", "nvtx", "device(", "set_device",
-                     "convert_sync_batchnorm")
+                     "convert_sync_batchnorm", "spawn", "start_processes")
     # the gate on the code (`with torch.cuda.device(k):` is a call of it too)
     needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO)),)
     fixable = "sometimes"
@@ -61,7 +65,10 @@ class CudaOnlyCall(Rule):
         thread TDL102's), `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (its batch
         norms then raise on CPU tensors across ranks), a process group on the NCCL
         backend, `init_process_group("nccl")` or `backend="nccl"` ("Distributed package
-        doesn't have NCCL built in"; not a name, nor `"cpu:gloo,cuda:nccl"`).
+        doesn't have NCCL built in"; not a name, nor `"cpu:gloo,cuda:nccl"`), and one
+        process per GPU, `mp.spawn(worker, nprocs=torch.cuda.device_count())` (or a name
+        bound to that count): without CUDA it starts none and returns, the program does
+        nothing (not where the count is asserted: `assert world_size >= 2`).
 
         Entering `with torch.cuda.device(k):` raises too (not `torch.cuda.device_of(t)`,
         nor a negative index or `None`: no-ops; nor a tensor's `.device`: the block
@@ -103,8 +110,10 @@ class CudaOnlyCall(Rule):
         above; what the block places with `.cuda()` is TDL007's). The NCCL backend becomes
         `"nccl" if torch.cuda.is_available() else "gloo"` (gloo runs the same collectives
         on CPU tensors), and SyncBatchNorm's conversion `... if torch.cuda.is_available()
-        else model` (plain batch norms on the CPU), both unsafe; with TDL007's fallbacks of
-        the rank's placements, a DDP program then runs on the CPU too.
+        else model` (plain batch norms on the CPU), and the process count
+        `torch.cuda.device_count() or 1` (one process on the CPU; the same count with
+        GPUs), all unsafe; with TDL007's fallbacks of the rank's placements, a DDP program
+        then runs on the CPU too.
 
         Display-only when the result is kept (`start = torch.cuda.Event(enable_timing=True)`,
         `return torch.cuda.current_device()`: what uses it needs a CPU path written by
@@ -133,6 +142,11 @@ class CudaOnlyCall(Rule):
         "    dist.init_process_group('nccl' if torch.cuda.is_available() else 'gloo')\n",
         "import torch\nimport torch.distributed as dist\ndef setup(args):\n    if args.distributed:\n"
         "        dist.init_process_group(backend='nccl')\n",
+        # a process count the author asserts, or that is kept from zero
+        "import torch\nimport torch.multiprocessing as mp\ndef w(r):\n    pass\nif __name__ == '__main__':\n"
+        "    n = torch.cuda.device_count()\n    assert n >= 2, 'needs 2 GPUs'\n    mp.spawn(w, nprocs=n)\n",
+        "import torch\nimport torch.multiprocessing as mp\ndef w(r):\n    pass\nif __name__ == '__main__':\n"
+        "    mp.spawn(w, nprocs=max(torch.cuda.device_count(), 1))\n",
         # a conversion under a test, or of a module built in place
         "import torch\ndef build(model, sync_bn):\n    if sync_bn:\n"
         "        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n    return model\n",
@@ -202,6 +216,13 @@ class CudaOnlyCall(Rule):
                 "local_rank = int(os.environ['LOCAL_RANK'])\n"
                 "dist.init_process_group(backend=\"nccl\" if torch.cuda.is_available() else \"gloo\")\n"
                 "if torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\nprint(dist.get_rank())\n"),
+        # one process per GPU: none without CUDA (one process on the CPU after the fix)
+        Example("import torch\nimport torch.multiprocessing as mp\n\n\ndef worker(rank, world):\n    print(rank)\n\n\n"
+                "if __name__ == '__main__':\n    world = torch.cuda.device_count()\n"
+                "    mp.spawn(worker, args=(world,), nprocs=world, join=True)\n",
+                "import torch\nimport torch.multiprocessing as mp\n\n\ndef worker(rank, world):\n    print(rank)\n\n\n"
+                "if __name__ == '__main__':\n    world = torch.cuda.device_count() or 1\n"
+                "    mp.spawn(worker, args=(world,), nprocs=world, join=True)\n"),
         # SyncBatchNorm: plain batch norms on the CPU
         Example("import torch\nimport torch.nn as nn\n\n\ndef build(rank):\n    model = nn.Sequential(nn.Conv2d(3, 8, 3), "
                 "nn.BatchNorm2d(8))\n    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n    return model\n",
@@ -219,16 +240,26 @@ class CudaOnlyCall(Rule):
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
         entered = _entered_device_blocks(a)
+        counted = set()  # a count that two launches read is reported once
         for site in a.calls:
             block = site.node in entered
             backend = _nccl_backend(site)
             sync_bn = _sync_batchnorm_module(site)
+            count = _gpu_count_processes(a, site)
+            if count is not None and count in counted:
+                continue
             if not (site.qualname in N.CUDA_ONLY or block or backend is not None or sync_bn is not None
-                    or _rank_binding(a, site)) \
+                    or count is not None or _rank_binding(a, site)) \
                     or not unconditional(ctx, site, site.node, stops_only=True, with_item=block):
                 continue
             func = a.code(site.node.func)
-            if backend is not None:  # "nccl" -> "nccl" if ... else "gloo"
+            if count is not None:  # nprocs=torch.cuda.device_count() -> ... or 1
+                counted.add(count)
+                yield ctx.violation(
+                    count, f"`{func}()` starts one process per GPU (`{a.code(count)}`): without CUDA it starts none, "
+                           "and the program does nothing",
+                    self._one_process(ctx, site, count))
+            elif backend is not None:  # "nccl" -> "nccl" if ... else "gloo"
                 q = backend.quote
                 yield ctx.violation(
                     backend, f"`{func}({a.code(backend)})`: the NCCL backend {_NEEDS}",
@@ -247,6 +278,17 @@ class CudaOnlyCall(Rule):
                                   message="Enter the device only when CUDA is available (a negative index is a no-op)"))
             else:
                 yield ctx.violation(site.node, f"`{func}()` {_NEEDS}", self._fix(ctx, site))
+
+    def _one_process(self, ctx: Context, site: CallSite, count: cst.Call) -> Fix:
+        """``torch.cuda.device_count()`` -> ``torch.cuda.device_count() or 1`` (an
+        assignment's value or ``nprocs``: no parentheses needed): one process, on the CPU,
+        where there is no GPU; the same count where there are."""
+        message = "Start one process where there is no GPU: `torch.cuda.device_count() or 1`"
+        try:  # (no new query: device_count() is called there anyway)
+            torch_for_test(ctx, site, new_query=False)
+        except Uninsertable as exc:
+            return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
+        return Fix(Applicability.UNSAFE, message, (ctx.replace(count, f"{ctx.analysis.code(count)} or 1"),))
 
     def _or_else(self, ctx: Context, site: CallSite, node: cst.BaseExpression, otherwise: str, message: str,
                  new_query: bool, parens: bool = False) -> Fix:
@@ -303,6 +345,32 @@ def _sync_batchnorm_module(site: CallSite) -> Optional[cst.BaseExpression]:
     while isinstance(chain, cst.Attribute):
         chain = chain.value
     return value if isinstance(chain, cst.Name) else None
+
+
+def _gpu_count_processes(a, site: CallSite) -> Optional[cst.Call]:
+    """``mp.spawn(fn, nprocs=torch.cuda.device_count())``, or ``nprocs=world_size`` whose
+    one binding in reach is ``world_size = torch.cuda.device_count()`` (or a name bound
+    so, ``world_size = n_gpus``): the
+    ``device_count()`` call that decides how many processes start (none without CUDA:
+    ``spawn`` then returns at once). Not where the count is asserted (``assert world_size
+    >= 2``: the author requires GPUs), nor a count already kept from zero."""
+    if site.qualname not in N.INDEX_LAUNCHERS or site.has_star_args:
+        return None
+    arg = site.keyword("nprocs") or site.positional(2)
+    value = arg.value if arg is not None else None
+    for _ in range(3):  # nprocs=world_size, world_size = n_gpus, n_gpus = torch.cuda.device_count()
+        if not isinstance(value, cst.Name):
+            break
+        scope, _ = a.lookup(value.value, site.scope)
+        bindings = scope.bindings.get(value.value, ()) if scope is not None else ()
+        if len(bindings) != 1 or bindings[0].kind != "assign":
+            return None
+        if re.search(rf"(?m)^[ \t]*assert\b[^\n]*\b{re.escape(value.value)}\b", a.text):
+            return None
+        value = bindings[0].value
+    if isinstance(value, cst.Call) and not value.args and a.qualname(value.func, site.scope) == "torch.cuda.device_count":
+        return value
+    return None
 
 
 def _rank_binding(a, site: CallSite) -> bool:

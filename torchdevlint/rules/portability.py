@@ -16,11 +16,12 @@ from __future__ import annotations
 import io
 import re
 import tokenize
+from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from ..analysis import CallSite, walk
+from ..analysis import CallSite, Scope, walk
 from ..model import Edit
 from .base import _LIBRARY, Context, Uninsertable
 
@@ -78,6 +79,34 @@ def torch_for_test(ctx: Context, site: CallSite, new_query: bool) -> Tuple[str, 
     if fn is not None and ctx.torchscript(fn.node):
         raise Uninsertable("the function is compiled by TorchScript")
     return ctx.torch_for(site)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A value a name holds where it is bound (``device = "cuda"``, ``BACKEND = "nccl"``):
+    what ``unconditional`` and ``torch_for_test`` read of a call site (the statement line,
+    its scope and branches, its place in execution order), so that a fix of the value is
+    judged where it is written, once for every use of the name."""
+
+    node: cst.BaseExpression
+    scope: Scope
+    order: int
+    line: Optional[cst.SimpleStatementLine]
+    cond: tuple
+
+
+def held_value(a, site: CallSite, name: str) -> Optional[Held]:
+    """What ``name``, used at ``site``, holds: its only binding, a plain assignment in a
+    statement line, in the scope the use resolves to (not a ``global``/``nonlocal`` name)."""
+    scope, _ = a.lookup(name, site.scope)
+    bindings = scope.bindings.get(name, ()) if scope is not None else ()
+    if len(bindings) != 1 or bindings[0].kind != "assign" or name in scope.declared:  # type: ignore[union-attr]
+        return None
+    value = bindings[0].value
+    line = a.statement_line(value) if value is not None else None
+    if line is None:
+        return None
+    return Held(value, scope, bindings[0].order, line, bindings[0].cond)  # type: ignore[arg-type]
 
 
 def guard_statement(ctx: Context, line: cst.SimpleStatementLine, torch: str) -> Edit:

@@ -3,16 +3,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, List, Optional, Tuple
 
 import libcst as cst
 
 from .. import names as N
-from ..analysis import CallSite, Scope
+from ..analysis import CallSite
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import guard_statement, stands_alone, torch_for_test, unconditional
+from .portability import Held, guard_statement, held_value, stands_alone, torch_for_test, unconditional
 
 
 class HardcodedGpuDevice(Rule):
@@ -31,10 +30,13 @@ class HardcodedGpuDevice(Rule):
     what = """
         A GPU the code names: `torch.device("cuda")`, `torch.device("cuda:1")`,
         `torch.device("cuda", 1)` or `("cuda", gpu)`, `.cuda(1)` / `.cuda(device=1)`,
-        `.cuda(args.gpu)` (any device that is an expression), a bare `.cuda()` where a
+        `.cuda(args.gpu)` (any device that is an expression), a process's GPU index as a
+        device (`.to(rank)`, `device=local_rank`, as the DDP tutorial writes), a bare `.cuda()` where a
         binding named the GPU (in a `with torch.cuda.device(k):` block, after a rank's
         `torch.cuda.set_device(rank)`: TDL001 is quiet there), `DistributedDataParallel`'s
-        `device_ids=[rank]` and `output_device=` (they raise for a module on the CPU), `.to("cuda")`, a
+        `device_ids=[rank]` and `output_device=` (they raise for a module on the CPU), a
+        process group's `device_id=torch.device("cuda", rank)` (so does the CPU there:
+        none without CUDA), `.to("cuda")`, a
         `device="cuda:0"` argument (`torch.zeros(2, device="cuda")`), a device string built
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
@@ -310,14 +312,18 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
     """Every place a call names a GPU: the placements with literals the analysis knows
     (``devices.gpu_placements``, which TDL003 reads too), then what only this rule
     rewrites -- ``torch.device("cuda", gpu)`` and its keyword forms, ``.cuda(gpu)``, a bare
-    ``.cuda()`` where a binding named the GPU, DDP's device list, a command line's
+    ``.cuda()`` where a binding named the GPU, DDP's device list and a process group's
+    ``device_id``, a command line's
     ``default="cuda"``, strings built at run time, and a ``"cuda"`` string a name used as a
     device holds (once per binding) -- with the node to rewrite and how."""
     found: List[Tuple[CallSite, cst.CSTNode, _Rewrite]] = []
     placed = set()
+    group_devices = _process_group_devices(a)
     for site, node, _ in a.devices.gpu_placements:
         placed.add(node)
-        if isinstance(node, cst.SimpleString):  # .to("cuda"), device="cuda:0"
+        if node in group_devices:  # init_process_group(device_id=torch.device("cuda", 0))
+            found.append((site, node, _Rewrite("ids", "device_id")))
+        elif isinstance(node, cst.SimpleString):  # .to("cuda"), device="cuda:0"
             found.append((site, node, _Rewrite("literal", node.evaluated_value, node.quote[-1])))  # type: ignore[arg-type]
         elif site.qualname == "torch.device":
             found.append((site, node, _gpu_literal(site)))  # type: ignore[arg-type]
@@ -328,6 +334,9 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
     for site in a.calls:
         if site.qualname == "torch.device":
             if site.node in placed:
+                continue
+            if site.node in group_devices:  # device_id=torch.device("cuda", local_rank): None on the CPU
+                found.append((site, site.node, _Rewrite("ids", "device_id")))
                 continue
             literal = _gpu_literal(site)
             first = site.positional(0)
@@ -356,8 +365,8 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
             flag = _flag_choice(a, value) if isinstance(value, cst.IfExp) else None
             if flag is not None:  # torch.device("cpu" if args.cpu else "cuda")
                 found.append((site, value, flag))
-            elif _gpu_string(value) and site.qualname != "torch.device":
-                found.append((site, value, _Rewrite("expression", quote=_quote(site))))
+            elif (_gpu_string(value) and site.qualname != "torch.device") or _rank_index(a, site, value):
+                found.append((site, value, _Rewrite("expression", quote=_quote(site))))  # f"cuda:{k}", .to(rank)
             elif isinstance(value, cst.Name):  # device = "cuda" ... .to(device)
                 choice = _held_string(a, site, value.value)
                 if choice is not None and choice[0].node not in held:
@@ -367,6 +376,33 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
 
 
 _DDP = "torch.nn.parallel.DistributedDataParallel"
+# what a process's GPU index is called, as a device (`.to(rank)`, the DDP tutorial's)
+_RANK_INDEX_NAMES = frozenset({"rank", "local_rank", "localrank", "device_id", "gpu", "gpu_id", "local_gpu"})
+
+
+def _rank_index(a, site: CallSite, value: cst.BaseExpression) -> bool:
+    """A process's GPU index used as a device: ``.to(rank)``, ``device=local_rank``,
+    ``.to(args.local_rank)``, ``.to(self.rank)`` -- an integer names a GPU. Not a name
+    that holds a string or a ``torch.device`` (where that is bound decides)."""
+    leaf = value.attr.value if isinstance(value, cst.Attribute) else value.value if isinstance(value, cst.Name) else None
+    if leaf is None or leaf.lower() not in _RANK_INDEX_NAMES:
+        return False
+    values = a.values_of(value.value, site.scope) if isinstance(value, cst.Name) else None
+    return not any(isinstance(v, (cst.SimpleString, cst.FormattedString, cst.IfExp))
+                   or (isinstance(v, cst.Call) and a.qualname(v.func, s) == "torch.device") for v, s in values or ())
+
+
+def _process_group_devices(a) -> set:
+    """The devices given as ``init_process_group(..., device_id=torch.device("cuda", k))``
+    (as TDL106's fix writes them): the CPU is no ``device_id`` ("must be an accelerator
+    with an index"), so without CUDA there is none."""
+    out = set()
+    for site in a.calls:
+        if site.qualname in N.INIT_PROCESS_GROUP_TORCH:
+            arg = site.keyword("device_id")
+            if arg is not None and isinstance(arg.value, cst.Call):
+                out.add(arg.value)
+    return out
 
 
 def _bound_bare(a, site: CallSite) -> bool:
@@ -477,36 +513,17 @@ def _cuda_text(value: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-@dataclass(frozen=True)
-class _Held:
-    """A GPU string a name holds (``device = "cuda"``, or a choice on a flag), where it is
-    bound: what ``unconditional`` and ``torch_for_test`` read of a call site (the statement
-    line, its scope and branches, its place in execution order)."""
-
-    node: cst.BaseExpression
-    scope: Scope
-    order: int
-    line: Optional[cst.SimpleStatementLine]
-    cond: tuple
-
-
-def _held_string(a, site: CallSite, name: str) -> Optional[Tuple[_Held, cst.CSTNode, "_Rewrite"]]:
+def _held_string(a, site: CallSite, name: str) -> Optional[Tuple[Held, cst.CSTNode, "_Rewrite"]]:
     """The GPU string literal (or choice on a flag, ``_flag_choice``) that ``name``, used
-    as a device at ``site``, holds: its only binding, a plain assignment (``device =
-    "cuda:0"``, ``device = "cpu" if args.cpu else "cuda"``), in the scope the use
-    resolves to."""
-    scope, _ = a.lookup(name, site.scope)
-    bindings = scope.bindings.get(name, ()) if scope is not None else ()
-    if len(bindings) != 1 or bindings[0].kind != "assign" or name in scope.declared:  # type: ignore[union-attr]
-        return None
-    value = bindings[0].value
+    as a device at ``site``, holds (``device = "cuda:0"``, ``device = "cpu" if args.cpu
+    else "cuda"``): where it is bound, once for every use."""
+    held = held_value(a, site, name)
+    value = held.node if held is not None else None
     text = _cuda_text(value) if value is not None else None
     flag = _flag_choice(a, value) if isinstance(value, cst.IfExp) else None
-    line = a.statement_line(value) if text is not None or flag is not None else None
-    if line is None:
+    if text is None and flag is None:
         return None
-    held = _Held(value, scope, bindings[0].order, line, bindings[0].cond)  # type: ignore[arg-type]
-    return held, value, flag or _Rewrite("literal", text, value.quote[-1])  # type: ignore[union-attr,arg-type]
+    return held, value, flag or _Rewrite("literal", text, value.quote[-1])  # type: ignore[union-attr,arg-type,return-value]
 
 
 def _gpu_literal(site: CallSite) -> Optional[_Rewrite]:

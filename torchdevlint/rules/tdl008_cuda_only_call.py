@@ -12,7 +12,7 @@ from .. import names as N
 from ..analysis import CallSite
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import guard_statement, stands_alone, torch_for_test, unconditional
+from .portability import guard_statement, held_value, stands_alone, torch_for_test, unconditional
 
 
 # besides ``names.CUDA_ONLY``: a device block, a rank's ``set_device``, SyncBatchNorm, a
@@ -65,7 +65,8 @@ class CudaOnlyCall(Rule):
         thread TDL102's), `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (its batch
         norms then raise on CPU tensors across ranks), a process group on the NCCL
         backend, `init_process_group("nccl")` or `backend="nccl"` ("Distributed package
-        doesn't have NCCL built in"; not a name, nor `"cpu:gloo,cuda:nccl"`), and one
+        doesn't have NCCL built in"; or a name that holds `"nccl"`, reported where it is
+        bound; not a parameter, nor `"cpu:gloo,cuda:nccl"`), and one
         process per GPU, `mp.spawn(worker, nprocs=torch.cuda.device_count())` (or a name
         bound to that count): without CUDA it starts none and returns, the program does
         nothing (not where the count is asserted: `assert world_size >= 2`).
@@ -135,8 +136,10 @@ class CudaOnlyCall(Rule):
         "    s.synchronize()\n",
         "import cupy\ndef f():\n    cupy.cuda.Stream.null.synchronize()\n",
         "import torch\ndef f():\n    torch.cuda.set_device(0)\n",
-        # a backend that is a name, mixed, or chosen on a condition
+        # a backend that is a parameter, mixed, or chosen on a condition
         "import torch.distributed as dist\ndef setup(backend):\n    dist.init_process_group(backend)\n",
+        "import torch.distributed as dist\nimport sys\nif sys.argv[1:]:\n    BACKEND = 'nccl'\n"
+        "def setup():\n    dist.init_process_group(BACKEND)\n",
         "import torch.distributed as dist\ndef setup():\n    dist.init_process_group('cpu:gloo,cuda:nccl')\n",
         "import torch\nimport torch.distributed as dist\ndef setup():\n"
         "    dist.init_process_group('nccl' if torch.cuda.is_available() else 'gloo')\n",
@@ -223,6 +226,14 @@ class CudaOnlyCall(Rule):
                 "import torch\nimport torch.multiprocessing as mp\n\n\ndef worker(rank, world):\n    print(rank)\n\n\n"
                 "if __name__ == '__main__':\n    world = torch.cuda.device_count() or 1\n"
                 "    mp.spawn(worker, args=(world,), nprocs=world, join=True)\n"),
+        # a backend a name holds: where it is bound, once for every use
+        Example("import torch\nimport torch.distributed as dist\n\nBACKEND = 'nccl'\n\n\ndef setup(rank, world):\n"
+                "    dist.init_process_group(BACKEND, rank=rank, world_size=world)\n\n\ndef again():\n"
+                "    dist.init_process_group(backend=BACKEND)\n\n\nif __name__ == '__main__':\n    setup(0, 1)\n",
+                "import torch\nimport torch.distributed as dist\n\nBACKEND = 'nccl' if torch.cuda.is_available() else 'gloo'\n"
+                "\n\ndef setup(rank, world):\n"
+                "    dist.init_process_group(BACKEND, rank=rank, world_size=world)\n\n\ndef again():\n"
+                "    dist.init_process_group(backend=BACKEND)\n\n\nif __name__ == '__main__':\n    setup(0, 1)\n"),
         # SyncBatchNorm: plain batch norms on the CPU
         Example("import torch\nimport torch.nn as nn\n\n\ndef build(rank):\n    model = nn.Sequential(nn.Conv2d(3, 8, 3), "
                 "nn.BatchNorm2d(8))\n    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n    return model\n",
@@ -240,14 +251,16 @@ class CudaOnlyCall(Rule):
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
         entered = _entered_device_blocks(a)
-        counted = set()  # a count that two launches read is reported once
+        counted = set()  # a count or a backend that two calls read is reported once, where it is bound
         for site in a.calls:
             block = site.node in entered
-            backend = _nccl_backend(site)
+            named = _nccl_backend(a, site)
+            backend = named[1] if named is not None else None
             sync_bn = _sync_batchnorm_module(site)
             count = _gpu_count_processes(a, site)
-            if count is not None and count in counted:
-                continue
+            if (count is not None and count in counted) or (backend is not None and backend in counted) or (
+                    named is not None and named[0] is not site and not unconditional(ctx, named[0], backend)):
+                continue  # (reported at the binding two calls share; a backend chosen on a condition)
             if not (site.qualname in N.CUDA_ONLY or block or backend is not None or sync_bn is not None
                     or count is not None or _rank_binding(a, site)) \
                     or not unconditional(ctx, site, site.node, stops_only=True, with_item=block):
@@ -259,11 +272,12 @@ class CudaOnlyCall(Rule):
                     count, f"`{func}()` starts one process per GPU (`{a.code(count)}`): without CUDA it starts none, "
                            "and the program does nothing",
                     self._one_process(ctx, site, count))
-            elif backend is not None:  # "nccl" -> "nccl" if ... else "gloo"
+            elif backend is not None:  # "nccl" -> "nccl" if ... else "gloo", where it is written
+                counted.add(backend)
                 q = backend.quote
                 yield ctx.violation(
                     backend, f"`{func}({a.code(backend)})`: the NCCL backend {_NEEDS}",
-                    self._or_else(ctx, site, backend, f"{q}gloo{q}", new_query=True,
+                    self._or_else(ctx, named[0], backend, f"{q}gloo{q}", new_query=True,  # type: ignore[index]
                                   message="Use NCCL when CUDA is available, else gloo (the same collectives on the CPU)"))
             elif sync_bn is not None:  # convert_sync_batchnorm(model) -> ... else model
                 yield ctx.violation(
@@ -320,16 +334,22 @@ class CudaOnlyCall(Rule):
         return Fix(Applicability.UNSAFE, message, tuple(imports) + (guard_statement(ctx, line, torch),))
 
 
-def _nccl_backend(site: CallSite) -> Optional[cst.SimpleString]:
-    """The ``"nccl"`` string literal a ``torch.distributed.init_process_group`` call
-    names its backend with (first argument or ``backend=``); not a name, a conditional,
-    nor a mixed ``"cpu:gloo,cuda:nccl"`` (gloo serves the CPU there)."""
+def _nccl_backend(a, site: CallSite):
+    """Where a ``torch.distributed.init_process_group`` call names the NCCL backend
+    (first argument or ``backend=``), as (the site to judge the fix at, the ``"nccl"``
+    string): the call's own literal, or the one a name holds where it is bound
+    (``BACKEND = "nccl"``); not a conditional, a parameter, nor a mixed
+    ``"cpu:gloo,cuda:nccl"`` (gloo serves the CPU there)."""
     if site.qualname not in N.INIT_PROCESS_GROUP_TORCH or site.has_star_args:
         return None
     arg = site.positional(0) or site.keyword("backend")
     value = arg.value if arg is not None else None
+    where = site
+    if isinstance(value, cst.Name):
+        where = held_value(a, site, value.value)
+        value = where.node if where is not None else None
     if isinstance(value, cst.SimpleString) and str(value.evaluated_value).lower() == "nccl":
-        return value
+        return where, value
     return None
 
 

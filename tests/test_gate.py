@@ -201,3 +201,53 @@ def test_the_data_parallel_prefilter_wants_the_word_itself(text, expected):
     from torchdevlint.catalogue import TEXT_TESTS
 
     assert TEXT_TESTS["data-parallel"](text) is expected and TEXT_TESTS["data-parallel"](text.encode()) is expected
+
+
+# Each text test of the prefilter against the gate group it stands for: wherever the code
+# passes the gate, the text passes the test (str and bytes: a necessary condition), and
+# the test drops texts the plain substring let through.
+def _group(code: str, index: int):
+    from torchdevlint.catalogue import RULES
+
+    return (RULES[code][3][index],)
+
+
+TEXT_GATES = [
+    ("bare-cuda", _group("TDL001", 0),
+     ["x.cuda()", "x.cuda(None)", "x.cuda(\n    non_blocking=True)", "x.cuda ( )", "x.cuda(  # move\n)",
+      "x.cuda(device=None)", "x.cuda\\\n()", "m.cuda(memory_format=torch.channels_last)", "x.cuda(None, True)"],
+     ["x.cuda(0)", "x.cuda(args.gpu)", "torch.cuda.synchronize()", "y = x.is_cuda", "f(x.cuda)"]),
+    ("gpu-use", _group("TDL003", 0),
+     ["x.cuda(0)", "torch.device('cuda:1')", 'x.to("cuda")', "torch.zeros(1, device='cuda:0')", "x.cuda()",
+      "torch.device('cuda' if c else 'cpu')", "x.cuda(device=1)", "torch.ones(2, device='cuda')"],
+     ["x.cuda(args.gpu)", "torch.cuda.synchronize()", "name = 'cudagraph'", "x.to(device)"]),
+    ("cuda-type", _group("TDL005", 0),
+     ["import torch\nx = torch.cuda.FloatTensor(2)", "from torch.cuda import FloatTensor as FT\nx = FT(2)",
+      "import torch.cuda as C\nx = C.FloatTensor(2)", "from torch import cuda\nx = cuda.FloatTensor(2)",
+      "import torch as th\nx = th.cuda.FloatTensor(2)",
+      "x = y.type('torch.cuda.FloatTensor')", "from torch import cuda as K\nx = K.LongTensor(1)"],
+     ["import torch\ndef f(x: torch.FloatTensor):\n    return x.cuda()", "x = torch.FloatTensor(2).cuda()"]),
+    ("rank-launch", _group("TDL003", 1),
+     ["import torch.multiprocessing as mp\nmp.spawn(f, nprocs=2)", "from multiprocessing import Pool\nPool(2)",
+      "import torch.distributed as dist\ndist.init_process_group('nccl')", "import os\nr = os.environ['LOCAL_RANK']",
+      "launch(main, 2)", "import multiprocessing as m\nm.Process(target=f).start()",
+      "from torch.distributed.elastic.multiprocessing import start_processes\nstart_processes(f)"],
+     ["import torch.nn as nn\nnn.MaxPool2d(2)", "class DataProcessor:\n    pass", "y = preprocess(x)",
+      "x = spawning_rate"]),
+]
+
+
+@pytest.mark.parametrize("name, group, code", [(n, g, c) for n, g, yes, _ in TEXT_GATES for c in yes])
+def test_a_text_test_lets_through_what_the_gate_lets_through(name, group, code):
+    from torchdevlint.catalogue import TEXT_TESTS
+    from torchdevlint.words import CodeWords
+
+    assert CodeWords(ast.parse(code), code).satisfies(group), "the example must pass the gate itself"
+    assert TEXT_TESTS[name](code) and TEXT_TESTS[name](code.encode())
+
+
+@pytest.mark.parametrize("name, code", [(n, c) for n, _, _, no in TEXT_GATES for c in no])
+def test_a_text_test_drops_what_no_gate_would_pass(name, code):
+    from torchdevlint.catalogue import TEXT_TESTS
+
+    assert not TEXT_TESTS[name](code) and not TEXT_TESTS[name](code.encode())

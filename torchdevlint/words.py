@@ -51,7 +51,7 @@ import ast
 import re
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from .names import EXECUTOR_METHODS, RANK_MARKERS, canonical
+from .names import EXECUTOR_METHODS, LAUNCHERS, RANK_MARKERS, canonical
 
 Needs = Tuple[Tuple[str, ...], ...]
 _LONGEST = 200
@@ -63,6 +63,29 @@ _IMPORT_LIST = {str: re.compile(r"[\w\s,()\\]*"), bytes: re.compile(rb"[\w\s,()\
 _COMMENT = {str: re.compile(r"#[^\n]*"), bytes: re.compile(rb"#[^\n]*")}
 _RANK = {str: RANK_MARKERS, bytes: re.compile(RANK_MARKERS.pattern.encode())}
 _DATA_PARALLEL = {str: re.compile(r"\bDataParallel\b"), bytes: re.compile(rb"\bDataParallel\b")}
+_SP = r"[\s\\]*"  # spaces, line breaks, continuations
+# a `.cuda(` call with no device first (`bare:cuda`): `)`, `None`, or a keyword first
+# (`non_blocking=True`; `device=` too: a superset), comments between allowed
+_BARE_CUDA = rf"\.cuda{_SP}\({_SP}(?:#[^\n]*\n{_SP})*(?:\)|None\b|\w+{_SP}=(?!=))"
+# what `place:cuda` reads: a "cuda"/"cuda:N" string, `.cuda(0)`, `device=0`
+_GPU_PLACE = rf"""['"]cuda(?::\d+)?['"]|\.cuda{_SP}\({_SP}(?:#[^\n]*\n{_SP})*\d|\bdevice{_SP}={_SP}\d"""
+# what TDL005's gate resolves: `cuda.FloatTensor` (any prefix: `torch.`, an alias, a
+# string), `from torch.cuda import ...`, `torch.cuda as X` / `cuda as X`, a string that
+# starts with "torch.cuda."
+_CUDA_TYPE = (rf"\bcuda{_SP}\.{_SP}(?:Float|Double|Half|BFloat16|Byte|Char|Short|Int|Long|Bool)Tensor\b"
+              rf"|\bfrom{_SP}torch{_SP}\.{_SP}cuda{_SP}import\b|\bcuda{_SP}as\b|['\"]torch\.cuda\.")
+# what TDL003's gate reads of processes: the identifiers of what starts them and of what
+# sets up distributed work, as words (not `MaxPool2d`, `Processor`), or a rank marker
+_LAUNCH_WORDS = tuple(sorted(LAUNCHERS | {"Process", "Pool", "ProcessPoolExecutor", "init_rpc", "init_process_group",
+                                          "init_distributed", "init_device_mesh"}))
+_MARKER_WORDS = ("RANK", "WORLD_SIZE", "SLURM_LOCALID", "local_rank", "local-rank")
+# name -> (substrings that must all be there, a cheap test first; then the pattern)
+_TESTS_RE = {name: ({str: words, bytes: tuple(w.encode() for w in words)},
+                    {str: re.compile(pattern), bytes: re.compile(pattern.encode())})
+             for name, words, pattern in (
+                 ("bare-cuda", (".cuda",), _BARE_CUDA),
+                 ("gpu-use", ("cuda",), f"{_BARE_CUDA}|{_GPU_PLACE}"),
+                 ("cuda-type", ("cuda", "Tensor"), _CUDA_TYPE))}
 
 
 def _load_reference(data) -> bool:
@@ -139,9 +162,52 @@ def _rank_marker(data) -> bool:
     return _RANK[type(data)].search(data) is not None
 
 
-# str or bytes -> whether a rule may fire, for what a substring cannot pin down
+def _rank_launch(data) -> bool:
+    """What TDL003's gate reads of processes (``name:Process``, ``call:spawn``, an
+    ``init_process_group``, ``text:rank``): one of ``_LAUNCH_WORDS`` as a whole word, or a
+    rank marker. Found by substring, then its edges checked: no regex scan of the text."""
+    kind = type(data)
+    words = _LAUNCH_WORDS if kind is str else tuple(w.encode() for w in _LAUNCH_WORDS)
+    for w in words:
+        i = data.find(w)
+        while i >= 0:
+            end = i + len(w)
+            before = data[i - 1:i] if i else (b"" if kind is bytes else "")
+            after = data[end:end + 1]
+            if not _is_word_char(before) and not _is_word_char(after):
+                return True
+            i = data.find(w, end)
+    markers = _MARKER_WORDS if kind is str else tuple(w.encode() for w in _MARKER_WORDS)
+    return any(m in data for m in markers) and _rank_marker(data)
+
+
+def _is_word_char(c) -> bool:
+    """Whether the one character (str or bytes, maybe empty) may be part of an identifier."""
+    if not c:
+        return False
+    ch = c if type(c) is str else chr(c[0])
+    return ch == "_" or ch.isalnum() or ord(ch) > 127
+
+
+def _searcher(name: str) -> Callable[..., bool]:
+    """The text test ``name`` of ``_TESTS_RE``, on str or bytes: substrings first (most
+    texts stop there), then the pattern."""
+    words, patterns = _TESTS_RE[name]
+
+    def test(data) -> bool:
+        kind = type(data)
+        return all(w in data for w in words[kind]) and patterns[kind].search(data) is not None
+
+    test.__name__ = f"_{name.replace('-', '_')}"
+    return test
+
+
+# str or bytes -> whether a rule may fire, for what a substring cannot pin down: a bare
+# `.cuda()` (TDL001, TDL002, TDL004), a GPU use and what starts processes (TDL003: bare or
+# named; launchers, markers), a typed CUDA tensor (TDL005)
 TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _rank_marker,
-                                              "data-parallel": _data_parallel}
+                                              "data-parallel": _data_parallel, "rank-launch": _rank_launch,
+                                              **{name: _searcher(name) for name in _TESTS_RE}}
 
 
 class CodeWords:

@@ -13,7 +13,7 @@ class BareCudaCall(Rule):
     code = "TDL001"
     name = "bare-cuda-call"
     summary = "`.cuda()` without a device moves to the implicit current device"
-    triggers = (".cuda(",)
+    triggers = ("@bare-cuda",)  # a `.cuda(` call with no device first (words.TEXT_TESTS)
     needs = (("bare:cuda",),)  # the gate on the code: a `cuda` method called with no device
     fixable = "always"
     fix_summary = ('`.to(device)` (safe with an exact device in scope, or with a script device defined as '

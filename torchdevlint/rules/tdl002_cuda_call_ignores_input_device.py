@@ -13,7 +13,7 @@ class CudaCallIgnoresInputDevice(Rule):
     code = "TDL002"
     name = "cuda-call-ignores-input-device"
     summary = "a new tensor moved with `.cuda()` while an input's device is at hand"
-    triggers = (".cuda(",)
+    triggers = ("@bare-cuda",)  # a `.cuda(` call with no device first (words.TEXT_TESTS)
     needs = (("bare:cuda",),)  # the gate on the code: a `cuda` method called with no device
     fixable = "sometimes"
     fix_summary = '`.to(<input>.device)` (unsafe)'

@@ -17,7 +17,7 @@ class RankCodeOnFixedDevice(Rule):
     code = "TDL003"
     name = "rank-code-on-fixed-device"
     summary = "per-rank code places work on a device that does not depend on the rank: every rank uses GPU 0"
-    triggers = ("cuda",)
+    triggers = ("@gpu-use",)  # a bare `.cuda(`, a "cuda" string, `.cuda(0)`, `device=0`
     # the gate on the code: a bare `.cuda()`, or a GPU placement with literals (`.cuda(0)`,
     # a "cuda"/"cuda:0" device string where a device goes); and what
     # makes code per-process (analysis.devices): a Process (target, subclass, `ctx.Process`),
@@ -29,9 +29,7 @@ class RankCodeOnFixedDevice(Rule):
               *(f"qual:{q}" for q in sorted(N.INIT_PROCESS_GROUP)), "text:rank"))
     # whatever makes code per-process (see analysis.devices): targets, launchers, RPC,
     # rank markers of a script launched per rank
-    also_requires = ("spawn", "Process", "Pool", "RANK", "WORLD_SIZE", "SLURM_LOCALID", "local_rank",
-                     "local-rank", "init_process_group", "init_device_mesh", "init_distributed",
-                     "launch", "call_main", "distributed_main", "init_rpc", "start_processes")
+    also_requires = ("@rank-launch",)  # what starts processes, as a word; a rank marker (words.TEXT_TESTS)
     fixable = "sometimes"
     fix_summary = ('`torch.device("cuda", local_rank)`, or binding the rank\'s GPU in the spawned worker '
                    '(unsafe); else display')

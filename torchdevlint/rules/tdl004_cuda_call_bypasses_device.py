@@ -12,7 +12,7 @@ class CudaCallBypassesDevice(Rule):
     code = "TDL004"
     name = "cuda-call-bypasses-device"
     summary = "`.cuda()` ignores the device the code already chose"
-    triggers = (".cuda(",)
+    triggers = ("@bare-cuda",)  # a `.cuda(` call with no device first (words.TEXT_TESTS)
     needs = (("bare:cuda",),)  # the gate on the code: a `cuda` method called with no device
     fixable = "always"
     fix_summary = '`.to(<that device>)` (unsafe)'

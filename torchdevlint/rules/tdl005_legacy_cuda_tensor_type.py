@@ -21,7 +21,7 @@ class LegacyCudaTensorType(Rule):
     name = "legacy-cuda-tensor-type"
     summary = "a legacy `torch.cuda.<T>Tensor` type allocates or converts on the implicit current device"
     triggers = tuple(DTYPES)  # FloatTensor, LongTensor ... (not a `torch.Tensor` hint)
-    also_requires = ("cuda",)
+    also_requires = ("@cuda-type",)  # `cuda.FloatTensor`, `from torch.cuda import` ... (words.TEXT_TESTS)
     # the gate on the code: a CUDA typed tensor, or its name in a string
     needs = (tuple(f"qual:torch.cuda.{t}" for t in DTYPES) + ("str^torch.cuda.",),)
     fixable = "sometimes"

@@ -270,7 +270,7 @@ class CudaOnlyCall(Rule):
                 counted.add(count)
                 yield ctx.violation(
                     count, f"`{func}()` starts one process per GPU (`{a.code(count)}`): without CUDA it starts none, "
-                           "and the program does nothing",
+                           "and the work it hands them does not run",
                     self._one_process(ctx, site, count))
             elif backend is not None:  # "nccl" -> "nccl" if ... else "gloo", where it is written
                 counted.add(backend)

@@ -24,6 +24,9 @@ import re
 
 _LOCAL_RANK_HINTS = ("local_rank", "localrank", "rank", "device_id")  # device_id: fairseq, deepspeed
 _LOCAL_RANK_EXPLICIT = re.compile(r"LOCAL_RANK|local_rank|localrank|SLURM_LOCALID")
+# how a function reaches a pool thread (`Target.via`), and calls that are no CUDA work
+_POOLED = ("executor.", "loop.run_in_executor", "asyncio.to_thread")
+_NOT_CUDA_WORK = ("print", "len", "str", "repr", "format", "logging.", "logger.", "log.", "time.")
 
 
 class ConcurrencyMixin:
@@ -181,6 +184,26 @@ class ConcurrencyMixin:
     @cached_property
     def set_device_sites(self) -> List[CallSite]:
         return [s for s in self.calls if s.qualname in N.SET_DEVICE]
+
+    def thread_binding(self, site: CallSite) -> Optional[str]:
+        """What a ``set_device`` in a thread's function (``binding_context`` "thread") is:
+        "pooled" (a task on a pool thread: the binding leaks to later tasks), "idle" (the
+        thread does no CUDA work after it: the thread that does stays on cuda:0), or
+        "own" (a thread that binds its own device and then works: the accepted idiom);
+        None outside threads."""
+        if self.binding_context(site) != "thread":
+            return None
+        fn = self.enclosing_function(site.scope)
+        target = self.target_of(fn, "thread")
+        if target is not None and target.via.startswith(_POOLED):
+            return "pooled"
+        for call in self.calls:  # any call after it but printing/logging/timing is work
+            if call.order <= site.end_order or not self.inside(call.scope, fn.node):  # type: ignore[union-attr]
+                continue
+            if not (self.code(call.node.func).startswith(_NOT_CUDA_WORK)
+                    or (call.qualname or "").startswith(_NOT_CUDA_WORK)):
+                return "own"
+        return "idle"
 
     def binding_context(self, site: CallSite) -> Optional[str]:
         """Why binding a device at ``site`` is per process or per thread, or None when it

@@ -61,8 +61,8 @@ class CudaOnlyCall(Rule):
         (`empty_cache()`, `manual_seed()`, `memory_allocated()`, `device_count()`).
 
         Per-rank code too: a rank's `torch.cuda.set_device(rank)` (a spawned worker, a
-        rank's setup: correct code that still raises; a global one is TDL101's, one in a
-        thread TDL102's), `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (its batch
+        rank's setup, a thread that binds its own device and works there: correct code that
+        still raises; a global one is TDL101's, a pool task's or an idle thread's TDL102's), `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (its batch
         norms then raise on CPU tensors across ranks), a process group on the NCCL
         backend, `init_process_group("nccl")` or `backend="nccl"` ("Distributed package
         doesn't have NCCL built in"; or a name that holds `"nccl"`, reported where it is
@@ -154,9 +154,11 @@ class CudaOnlyCall(Rule):
         "import torch\ndef build(model, sync_bn):\n    if sync_bn:\n"
         "        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n    return model\n",
         "import torch\ndef build():\n    return torch.nn.SyncBatchNorm.convert_sync_batchnorm(torch.nn.BatchNorm1d(2))\n",
-        # set_device in a thread (TDL102's)
+        # set_device in an idle thread or a pool task (TDL102's)
         "import threading, torch\ndef work(k):\n    torch.cuda.set_device(k)\n"
         "threading.Thread(target=work, args=(1,)).start()\n",
+        "import torch\nfrom concurrent.futures import ThreadPoolExecutor\ndef task(k, x):\n"
+        "    torch.cuda.set_device(k)\n    return x.sum()\nThreadPoolExecutor(2).submit(task, 1, None)\n",
         "import sys\nimport torch\nif not torch.cuda.is_available():\n    sys.exit('a GPU is required')\n"
         "torch.cuda.synchronize()\n",
         # a device block that is a no-op without CUDA, or entered on a condition
@@ -219,6 +221,14 @@ class CudaOnlyCall(Rule):
                 "local_rank = int(os.environ['LOCAL_RANK'])\n"
                 "dist.init_process_group(backend=\"nccl\" if torch.cuda.is_available() else \"gloo\")\n"
                 "if torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\nprint(dist.get_rank())\n"),
+        # a thread that binds its own device and works there
+        Example("import threading\nimport torch\n\n\nclass Prefetch(threading.Thread):\n    def __init__(self, gpu, data):\n"
+                "        super().__init__()\n        self.gpu, self.data = gpu, data\n\n    def run(self):\n"
+                "        torch.cuda.set_device(self.gpu)\n        self.out = [t.sum() for t in self.data]\n",
+                "import threading\nimport torch\n\n\nclass Prefetch(threading.Thread):\n    def __init__(self, gpu, data):\n"
+                "        super().__init__()\n        self.gpu, self.data = gpu, data\n\n    def run(self):\n"
+                "        if torch.cuda.is_available():\n            torch.cuda.set_device(self.gpu)\n"
+                "        self.out = [t.sum() for t in self.data]\n"),
         # one process per GPU: none without CUDA (one process on the CPU after the fix)
         Example("import torch\nimport torch.multiprocessing as mp\n\n\ndef worker(rank, world):\n    print(rank)\n\n\n"
                 "if __name__ == '__main__':\n    world = torch.cuda.device_count()\n"
@@ -395,10 +405,11 @@ def _gpu_count_processes(a, site: CallSite) -> Optional[cst.Call]:
 
 def _rank_binding(a, site: CallSite) -> bool:
     """``torch.cuda.set_device(k)`` binding a process's GPU (a spawned worker, a rank's
-    setup, a script launched per rank): correct per-rank code that raises without CUDA.
-    A global one is TDL101's, one in a thread TDL102's; not ``set_device(current_device())``."""
+    setup, a script launched per rank) or a thread's own (then working there): correct
+    code that raises without CUDA. A global one is TDL101's, a pool task's or an idle
+    thread's TDL102's; not ``set_device(current_device())``."""
     return (site.qualname == "torch.cuda.set_device" and not site.has_star_args
-            and a.binding_context(site) in ("process", "distributed-setup", "rank")
+            and (a.binding_context(site) in ("process", "distributed-setup", "rank") or a.thread_binding(site) == "own")
             and not a.devices.is_current_device_noop(site))
 
 

@@ -12,8 +12,6 @@ from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule
 from .device_state import Plan, plan_device_block, plan_explicit_device
 
-_POOLED = ("executor.", "loop.run_in_executor", "asyncio.to_thread")
-_NOT_CUDA_WORK = ("print", "len", "str", "repr", "format", "logging.", "logger.", "log.", "time.")
 
 
 class SetDeviceInThread(Rule):
@@ -99,13 +97,14 @@ class SetDeviceInThread(Rule):
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
         for site in a.set_device_sites:
-            if a.binding_context(site) != "thread":
-                continue
+            kind = a.thread_binding(site)
+            if kind is None or kind == "own":
+                continue  # (a thread that binds its own device, then works: the idiom)
             fn = a.enclosing_function(site.scope)
             assert fn is not None
             target = a.target_of(fn, "thread")
             via = target.via if target else "a thread"
-            if target is not None and target.via.startswith(_POOLED):
+            if kind == "pooled":
                 yield ctx.violation(
                     site.node,
                     f"`set_device` in `{fn.name}` (a task run via {via}) leaks: the pool thread keeps "
@@ -113,7 +112,7 @@ class SetDeviceInThread(Rule):
                     "around the work (restored when the task ends) or an explicit `torch.device`",
                     self._pool_fix(ctx, site, fn),
                 )
-            elif not self._does_cuda_work(ctx, site, fn):
+            else:  # idle
                 yield ctx.violation(
                     site.node,
                     f"`set_device` in `{fn.name}` (run via {via}) binds only this thread, and this thread "
@@ -137,19 +136,5 @@ class SetDeviceInThread(Rule):
         return Fix(Applicability.DISPLAY,
                    f"Not rewritten: {plan}; {block}. Pass an explicit `torch.device` into the task, "
                    "or use `with torch.cuda.device(k):` around its work")
-
-    def _does_cuda_work(self, ctx: Context, site: CallSite, fn) -> bool:
-        """Whether anything after the binding in the thread function may use CUDA: any
-        call other than printing/logging/timing (helpers and models count as work)."""
-        a = ctx.analysis
-        for call in a.calls:
-            if call.order <= site.end_order or not a.inside(call.scope, fn.node):
-                continue
-            q = call.qualname or ""
-            name = a.code(call.node.func)
-            if name.startswith(_NOT_CUDA_WORK) or q.startswith(_NOT_CUDA_WORK):
-                continue
-            return True
-        return False
 
 

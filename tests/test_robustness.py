@@ -47,7 +47,8 @@ def test_unknown_encoding_declaration(tmp_path):
 
 
 def test_binary_file_named_py(tmp_path):
-    data = bytes(range(256)) * 4 + b".cuda(" + bytes(range(255, -1, -1)) * 4
+    # (a bare `.cuda()` in it: what the prefilter lets through to the parser)
+    data = bytes(range(256)) * 4 + b"x.cuda()" + bytes(range(255, -1, -1)) * 4
     _, lines = _check(tmp_path, "blob.py", data)
     assert len(lines) == 1 and (" TDL901 " in lines[0] or " TDL900 " in lines[0])
 

@@ -31,8 +31,8 @@ class HardcodedGpuDevice(Rule):
         A GPU the code names: `torch.device("cuda")`, `torch.device("cuda:1")`,
         `torch.device("cuda", 1)` or `("cuda", gpu)`, `.cuda(1)` / `.cuda(device=1)`,
         `.cuda(args.gpu)` (any device that is an expression), a process's GPU index as a
-        device (`.to(rank)`, `device=local_rank`, as the DDP tutorial writes), a bare `.cuda()` where a
-        binding named the GPU (in a `with torch.cuda.device(k):` block, after a rank's
+        device (`.to(rank)`, `device=local_rank`, as the DDP tutorial writes), a bare
+        `.cuda()` where a binding named the GPU (in a `with torch.cuda.device(k):` block, after a rank's
         `torch.cuda.set_device(rank)`: TDL001 is quiet there), `DistributedDataParallel`'s
         `device_ids=[rank]` and `output_device=` (they raise for a module on the CPU), a
         process group's `device_id=torch.device("cuda", rank)` (so does the CPU there:
@@ -313,7 +313,7 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
     (``devices.gpu_placements``, which TDL003 reads too), then what only this rule
     rewrites -- ``torch.device("cuda", gpu)`` and its keyword forms, ``.cuda(gpu)``, a bare
     ``.cuda()`` where a binding named the GPU, DDP's device list and a process group's
-    ``device_id``, a command line's
+    ``device_id``, a rank's GPU index as a device, a choice on a flag, a command line's
     ``default="cuda"``, strings built at run time, and a ``"cuda"`` string a name used as a
     device holds (once per binding) -- with the node to rewrite and how."""
     found: List[Tuple[CallSite, cst.CSTNode, _Rewrite]] = []

@@ -247,7 +247,7 @@ class HardcodedGpuDevice(Rule):
                 shown = f"{rewrite.device}={shown}"
             if rewrite.kind == "flag":
                 what = "picks a GPU unless the command line says otherwise: run as written,"
-            elif rewrite.kind == "index" and rewrite.device == "cuda":  # a bare `.cuda()` a binding made right
+            elif rewrite.kind == "bound":  # a bare `.cuda()` a binding made right
                 what = "places on the GPU that a binding chose (`set_device`, a device block), with no CPU fallback:"
             else:
                 what = "names a GPU with no CPU fallback:"
@@ -265,7 +265,7 @@ class HardcodedGpuDevice(Rule):
         if rewrite.kind == "literal":  # torch.device("cuda:1"), .to("cuda"), device="cuda:0"
             text = f"{q}{rewrite.device}{q} if {test} else {q}cpu{q}"
             edit = ctx.replace(node, f"{a.code(node.func)}({text})" if isinstance(node, cst.Call) else text)
-        elif rewrite.kind == "index":  # .cuda(1) -> .to("cuda:1" if ... else "cpu"), keeping non_blocking
+        elif rewrite.kind in ("index", "bound"):  # .cuda(1) -> .to("cuda:1" if ... else "cpu"), keeping non_blocking
             edit = ctx.cuda_to_device(node, f"{q}{rewrite.device}{q} if {test} else {q}cpu{q}")  # type: ignore[arg-type]
         elif rewrite.kind == "expression":  # f"cuda:{gpu}" -> f"cuda:{gpu}" if ... else "cpu"
             edit = ctx.replace(node, f"{a.code(node)} if {test} else {q}cpu{q}")
@@ -299,7 +299,8 @@ class _Rewrite:
     ``device``), ``index`` (``.cuda(1)``: ``device`` is ``cuda:1``), ``expression`` (a
     string built at run time: the expression itself), ``call`` (``torch.device("cuda",
     gpu)``: the whole call), ``receiver`` (``.cuda(gpu)``: the call, or the receiver as it
-    is), ``ids`` (``DistributedDataParallel``'s ``device_ids``/``output_device``, the keyword
+    is), ``bound`` (a bare ``.cuda()`` whose GPU a binding chose: as ``index``, with
+    ``cuda``), ``ids`` (``DistributedDataParallel``'s ``device_ids``/``output_device``, the keyword
     in ``device``: the value, or None), ``flag`` (``"cpu" if args.cpu else "cuda"``: the
     flag's test, ``and`` or ``or not`` CUDA's availability, in ``device``); ``quote`` is
     the code's own."""
@@ -349,7 +350,7 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
         elif site.method == "cuda" and site.qualname is None and _bound_bare(a, site):
             # `with torch.cuda.device(1): x.cuda()`, a rank's `set_device(rank)` then `x.cuda()`:
             # the binding named the GPU (TDL001 is quiet there)
-            found.append((site, site.node, _Rewrite("index", "cuda")))
+            found.append((site, site.node, _Rewrite("bound", "cuda")))
         elif site.qualname == _DDP:  # DistributedDataParallel(model, device_ids=[rank])
             for index, keyword in enumerate(("device_ids", "output_device"), 1):
                 arg = site.positional(index) or site.keyword(keyword)

@@ -23,6 +23,7 @@ import re
 
 
 _LOCAL_RANK_HINTS = ("local_rank", "localrank", "rank", "device_id")  # device_id: fairseq, deepspeed
+_DISTRIBUTED = ("torch.distributed", "deepspeed", "horovod")  # a module that uses one runs per rank
 _LOCAL_RANK_EXPLICIT = re.compile(r"LOCAL_RANK|local_rank|localrank|SLURM_LOCALID")
 # how a function reaches a pool thread (`Target.via`), and calls that are no CUDA work
 _POOLED = ("executor.", "loop.run_in_executor", "asyncio.to_thread")
@@ -109,9 +110,9 @@ class ConcurrencyMixin:
     # ------------------------------------------------------------------ distributed
     @cached_property
     def uses_distributed(self) -> bool:
-        return any(site.qualname and site.qualname.startswith(("torch.distributed", "deepspeed"))
+        return any(site.qualname and site.qualname.startswith(_DISTRIBUTED)
                    for site in self.calls) or any(
-            q.startswith("torch.distributed") for s in self._all_scopes for q in s.imports.values())
+            q.startswith(_DISTRIBUTED) for s in self._all_scopes for q in s.imports.values())
 
     @cached_property
     def _all_scopes(self) -> List[Scope]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -321,6 +321,20 @@ class DeviceFacts:
             return len(args) == 2 and self.a.is_current_device_expr(expr, scope)
         return False
 
+    def _exact_if(self, values: Sequence[Optional[cst.BaseExpression]], scope: Scope) -> Optional[str]:
+        """The test ``T`` when every value chooses the exact current device on it:
+        ``torch.device("cuda") if T else torch.device("cpu")``, ``torch.device("cuda" if T
+        else "cpu")`` (gpytorch's tests: ``torch.device("cuda") if cuda else ...``)."""
+        tests = set()
+        for value in values:
+            if (isinstance(value, cst.Call) and self.a.qualname(value.func, scope) == "torch.device"
+                    and len(value.args) == 1 and value.args[0].keyword is None):
+                value = value.args[0].value
+            if not isinstance(value, cst.IfExp) or not self.is_exact_current(value.body, scope):
+                return None
+            tests.add(" ".join(self.a.code(value.test).split()))
+        return tests.pop() if len(tests) == 1 else None
+
     def chosen_device(self, site: CallSite) -> Optional[DeviceChoice]:
         """The device the surrounding code already chose and that is usable at ``site``:
         bound before it in execution order and holding a device (not None, not "gpu").
@@ -368,7 +382,7 @@ class DeviceFacts:
             return None  # the enclosing function or module binds it only on some paths
             # (the script's main guard included: importers never run it)
         exact = all(self.is_exact_current(b.value, owner) for b in bindings)
-        return DeviceChoice(name, exact, f"`{name}`")
+        return DeviceChoice(name, exact, f"`{name}`", self._exact_if([b.value for b in bindings], owner))
 
     def _self_device(self, klass, name: str, site: CallSite) -> Optional[DeviceChoice]:
         a = self.a
@@ -390,7 +404,8 @@ class DeviceFacts:
         elif not definitely_bound([conds.get((name, o), ()) for o in in_init], (), a.complete_ifs):
             return None  # assigned only in another method, or only on some paths of __init__
         exact = all(self.is_exact_current(v, scope_of(m)) for v, m, _ in sets)
-        return DeviceChoice(f"self.{name}", exact, f"`self.{name}`")
+        tests = {self._exact_if([v], scope_of(m)) for v, m, _ in sets}
+        return DeviceChoice(f"self.{name}", exact, f"`self.{name}`", tests.pop() if len(tests) == 1 else None)
 
     def _config_device(self, site: CallSite) -> Optional[DeviceChoice]:
         """``args.device`` / ``opt.device``: the device the command line chose, when the
@@ -658,6 +673,8 @@ class DeviceFacts:
             if p is not None:
                 return Verdict("TDL002", f"the input `{p}`", DeviceChoice(f"{p}.device", False, f"the input `{p}`"))
         chosen = self.chosen_device(site)
+        if chosen is not None and not chosen.exact and chosen.exact_if and self._guarded_by(site, chosen.exact_if):
+            chosen = DeviceChoice(chosen.code, True, chosen.why)  # `if cuda:` under `device = ... if cuda`
         if chosen is not None and not chosen.exact and not self._guarded_cuda(site, chosen.code):
             return Verdict("TDL004", chosen.why, chosen)
         return Verdict("TDL001", "implicit current device", chosen)
@@ -705,6 +722,22 @@ class DeviceFacts:
         name = re.escape(device)
         pattern = re.compile(rf"""{name}(?:\.type)?\s*==\s*['"]cuda['"]|['"]cuda['"]\s*==\s*{name}|['"]cuda['"]\s+in\s+(?:str\()?{name}""")
         return any(pattern.search(t) for t in self.guard_tests(site))
+
+    def _guarded_by(self, site: CallSite, test: str) -> bool:
+        """Under ``if test:``: every ``and`` conjunct of ``test`` is one of the guard's
+        (neither has an ``or``)."""
+        def conjuncts(expr: str) -> Optional[Set[str]]:
+            if re.search(r"\bor\b", expr):
+                return None
+            return {" ".join(part.split()) for part in re.split(r"\band\b", expr)}
+
+        wanted = conjuncts(test)
+        for header in self.guard_tests(site):
+            if wanted and header.startswith("if "):
+                have = conjuncts(header[3:].rstrip().rstrip(":").strip())
+                if have is not None and wanted <= have:
+                    return True
+        return False
 
     @cached_property
     def verdicts(self) -> Dict[cst.Call, Verdict]:

@@ -155,6 +155,7 @@ class DeviceChoice:
     code: str  # the expression to pass to .to(...)
     exact: bool  # provably the current device on a GPU machine
     why: str  # where it came from, for fix messages
+    exact_if: Optional[str] = None  # a test under which it is exactly the current device
 
 
 _CURRENT_DEVICE_QUERIES = frozenset(

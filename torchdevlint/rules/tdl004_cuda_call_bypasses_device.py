@@ -23,7 +23,9 @@ class CudaCallBypassesDevice(Rule):
         `device` parameter (not defaulting to `None` or a non-device), `self.device`
         assigned in `__init__`, or `args.device` / `opt.device` already in use. A device
         that is exactly the current one (`torch.device("cuda")`) is not a choice that
-        `.cuda()` ignores: that is TDL001's safe rewrite.
+        `.cuda()` ignores: that is TDL001's safe rewrite. Nor is one chosen on a test
+        (`torch.device("cuda") if cuda else torch.device("cpu")`) at a `.cuda()` under
+        that same test (`if cuda:`), where the choice is exactly the current device.
     """
     why = """
         The code picked a device — often with a CPU fallback or a GPU index from the
@@ -49,6 +51,11 @@ class CudaCallBypassesDevice(Rule):
         "import torch\ndef f(x, device=None):\n    return torch.zeros(1).cuda()\n",
         "import torch\nx = torch.zeros(1).cuda()\ndevice = torch.device('cuda:1')\n",
         "import torch\nfor device in devices:\n    pass\nx = torch.zeros(1).cuda()\n",
+        # gpytorch's tests: the GPU branch of the choice is the current device, under its own test
+        "import torch\ndef test_fit(cuda=False):\n    device = torch.device('cuda') if cuda else torch.device('cpu')\n"
+        "    if cuda:\n        model.cuda()\n",
+        "import torch\ndef fit(gpu):\n    device = torch.device('cuda' if gpu and torch.cuda.is_available() else 'cpu')\n"
+        "    if torch.cuda.is_available() and gpu and verbose:\n        model.cuda()\n",
     )
     INVALID = (
         Example(
@@ -70,6 +77,12 @@ class CudaCallBypassesDevice(Rule):
         Example(
             "import torch\ndef run(args, net):\n    net.to(args.device)\n    return torch.ones(2).cuda()\n",
             "import torch\ndef run(args, net):\n    net.to(args.device)\n    return torch.ones(2).to(args.device)\n",
+        ),
+        Example(  # chosen on a test, but this `.cuda()` is not under it: the CPU path crashes
+            "import torch\ndef fit(cuda):\n    device = torch.device('cuda') if cuda else torch.device('cpu')\n"
+            "    if cuda or debug:\n        model.cuda()\n",
+            "import torch\ndef fit(cuda):\n    device = torch.device('cuda') if cuda else torch.device('cpu')\n"
+            "    if cuda or debug:\n        model.to(device)\n",
         ),
     )
 

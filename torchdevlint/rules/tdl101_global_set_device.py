@@ -89,6 +89,8 @@ class GlobalSetDevice(Rule):
         "import torch\ndef on(k, f):\n    prev = torch.cuda.current_device()\n    torch.cuda.set_device(k)\n"
         "    try:\n        return f()\n    finally:\n        torch.cuda.set_device(prev)\n",
         "import torch\nimport horovod.torch as hvd\nhvd.init()\ntorch.cuda.set_device(hvd.local_rank())\n",
+        "import torch\ndef test_hvd():\n    import horovod.torch as hvd\n    lrank = hvd.local_rank()\n"
+        "    torch.cuda.set_device(lrank)\n",  # ignite's tests: horovod's rank through a name
         "import torch\ndef main(args):\n    torch.cuda.set_device(args.gpu)\n"
         "def launch(fn, n):\n    pass\nlaunch(main, 2)\n",
         "import torch\ngpu.set_device(1)\n",

@@ -35,6 +35,16 @@ def test_placement_follows_torch_rules():
         assert device_of(x.cpu()) == "cpu"
 
 
+def test_pinned_memory_is_host_memory_a_gpu_can_read():
+    """Pinning needs an accelerator in CPU torch; under the simulator it is what a GPU
+    machine makes of it: host memory, then copied to the chosen GPU."""
+    with Simulator(gpus=2):
+        host = torch.empty(4, dtype=torch.uint8, pin_memory=True)
+        assert device_of(host) == "cpu"
+        x = torch.ones(3).pin_memory().cuda(1)
+        assert x.device == torch.device("cuda", 1)
+
+
 def test_a_new_thread_starts_on_device_zero():
     seen = {}
     with Simulator(gpus=2):

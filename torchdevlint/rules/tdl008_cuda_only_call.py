@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional, Union
 
 import libcst as cst
 
@@ -21,6 +21,8 @@ _ALSO = frozenset({"torch.cuda.device", "torch.cuda.set_device", N.CONVERT_SYNC_
                    "torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}) | N.INIT_PROCESS_GROUP_TORCH
 
 
+# the longest receiver a fix writes twice (`x.pin_memory() if ... else x`)
+_REPEATABLE = 40
 _NEEDS = "needs CUDA and nothing here checks for it: this code cannot run where CUDA is not available"
 
 
@@ -28,20 +30,21 @@ class CudaOnlyCall(Rule):
     code = "TDL008"
     name = "cuda-only-call"
     summary = ("a `torch.cuda` call that raises without CUDA (`synchronize()`, `Event`, `current_device()`, a "
-               "rank's `set_device`), an NCCL process group, SyncBatchNorm, one process per GPU, with nothing "
-               "checking for CUDA (opt-in)")
+               "rank's `set_device`), an NCCL process group, SyncBatchNorm, one process per GPU, pinned memory, "
+               "with nothing checking for CUDA (opt-in)")
     opt_in = True
-    triggers = ("cuda", "nccl", "SyncBatchNorm")
+    triggers = ("cuda", "nccl", "SyncBatchNorm", "pin_memory")
     also_requires = ("synchronize", "Event", "Stream", "current_device", "get_device_", "current_stream",
                      "default_stream", "CUDAGraph", "reset_", "ipc_collect", "get_rng_state", "mem_get_info",
                      "memory_summary", "init", "set_per_process_memory_fraction", "nvtx", "device(", "set_device",
-                     "convert_sync_batchnorm", "spawn", "start_processes")
+                     "convert_sync_batchnorm", "spawn", "start_processes", "pin_memory")
     # the gate on the code (`with torch.cuda.device(k):` is a call of it too)
-    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO)),)
+    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO)) + ("call:pin_memory", "name:pin_memory"),)
     fixable = "sometimes"
     fix_summary = ("the statement under `if torch.cuda.is_available():` (unsafe) when it is an expression "
                    "statement, a device block's index `k if torch.cuda.is_available() else -1` (a no-op), the "
-                   "backend `\"nccl\" if torch.cuda.is_available() else \"gloo\"`; else display")
+                   "backend `\"nccl\" if torch.cuda.is_available() else \"gloo\"`, pinning only when CUDA is available; "
+                   "else display")
     what = """
         A call of a `torch.cuda` function that raises where CUDA is not available
         ("Torch not compiled with CUDA enabled"): `synchronize()`, `current_device()`,
@@ -70,6 +73,12 @@ class CudaOnlyCall(Rule):
         process per GPU, `mp.spawn(worker, nprocs=torch.cuda.device_count())` (or a name
         bound to that count): without CUDA it starts none and returns, the program does
         nothing (not where the count is asserted: `assert world_size >= 2`).
+
+        Pinned memory: `x.pin_memory()` and a torch allocation with `pin_memory=True`
+        raise without an accelerator ("Cannot access accelerator device"); not a
+        `DataLoader`'s `pin_memory=True` (it warns and does not pin), nor `.pin_memory()`
+        in a module whose classes define their own (a custom batch's: the loader calls it
+        only when it pins).
 
         Entering `with torch.cuda.device(k):` raises too (not `torch.cuda.device_of(t)`,
         nor a negative index or `None`: no-ops; nor a tensor's `.device`: the block
@@ -113,7 +122,8 @@ class CudaOnlyCall(Rule):
         on CPU tensors), and SyncBatchNorm's conversion `... if torch.cuda.is_available()
         else model` (plain batch norms on the CPU), and the process count
         `torch.cuda.device_count() or 1` (one process on the CPU; the same count with
-        GPUs), all unsafe; with TDL007's fallbacks of the rank's placements, a DDP program
+        GPUs), pinning `x.pin_memory() if torch.cuda.is_available() else x` and
+        `pin_memory=torch.cuda.is_available()`, all unsafe; with TDL007's fallbacks of the rank's placements, a DDP program
         then runs on the CPU too.
 
         Display-only when the result is kept (`start = torch.cuda.Event(enable_timing=True)`,
@@ -169,6 +179,11 @@ class CudaOnlyCall(Rule):
         "import torch\ndef step(p, kernel):\n    with torch.cuda.device(p.device):\n        kernel(p)\n",
         "import torch\ndef f(x):\n    if x.is_cuda:\n        with torch.cuda.device(x.device):\n            return x * 2\n"
         "    return x\n",
+        # a loader's pinning (it warns and does not pin without CUDA); a custom batch's own
+        "import torch\nloader = torch.utils.data.DataLoader(ds, batch_size=2, pin_memory=True)\n",
+        "import torch\nclass Batch:\n    def pin_memory(self):\n        self.inp = self.inp.pin_memory()\n        return self\n"
+        "def collate(b):\n    return Batch(b).pin_memory()\n",
+        "import torch\ndef f(x, pin):\n    if pin:\n        x = x.pin_memory()\n    return x\n",
     )
     INVALID = (
         Example("import time\nimport torch\n\n\ndef timed(step, batch):\n    start = time.time()\n"
@@ -253,6 +268,16 @@ class CudaOnlyCall(Rule):
         # the result is kept: what uses it needs a CPU path of its own (display)
         Example("import torch\ndef timer():\n    start = torch.cuda.Event(enable_timing=True)\n"
                 "    start.record()\n    return start\n"),
+        # pinned memory: kept as it is on the CPU
+        Example("import torch\n\n\ndef gather_buffer(n):\n    buf = torch.ByteTensor(n).pin_memory()\n"
+                "    host = torch.empty(n, dtype=torch.uint8, pin_memory=True)\n    return buf, host\n",
+                "import torch\n\n\ndef gather_buffer(n):\n"
+                "    buf = torch.ByteTensor(n).pin_memory() if torch.cuda.is_available() else torch.ByteTensor(n)\n"
+                "    host = torch.empty(n, dtype=torch.uint8, pin_memory=torch.cuda.is_available())\n    return buf, host\n"),
+        Example("import torch\n\n\ndef prefetch(batch, device):\n"
+                "    return [t.pin_memory().to(device, non_blocking=True) for t in batch]\n",
+                "import torch\n\n\ndef prefetch(batch, device):\n"
+                "    return [(t.pin_memory() if torch.cuda.is_available() else t).to(device, non_blocking=True) for t in batch]\n"),
         # a library's module level: the test would run at every import (display)
         Example("import torch\nCAPABILITY = torch.cuda.get_device_capability()\n"),
         Example("import torch\ntorch.cuda.synchronize()\n"),
@@ -268,11 +293,12 @@ class CudaOnlyCall(Rule):
             backend = named[1] if named is not None else None
             sync_bn = _sync_batchnorm_module(site)
             count = _gpu_count_processes(a, site)
+            pinned = _pinned(a, site)
             if (count is not None and count in counted) or (backend is not None and backend in counted) or (
                     named is not None and named[0] is not site and not unconditional(ctx, named[0], backend)):
                 continue  # (reported at the binding two calls share; a backend chosen on a condition)
             if not (site.qualname in N.CUDA_ONLY or block or backend is not None or sync_bn is not None
-                    or count is not None or _rank_binding(a, site)) \
+                    or count is not None or pinned is not None or _rank_binding(a, site)) \
                     or not unconditional(ctx, site, site.node, stops_only=True, with_item=block):
                 continue
             func = a.code(site.node.func)
@@ -294,6 +320,21 @@ class CudaOnlyCall(Rule):
                     site.node, f"`{func}()`: SyncBatchNorm (\"expected input tensor to be on GPU\") {_NEEDS}",
                     self._or_else(ctx, site, site.node, a.code(sync_bn), new_query=True, parens=not stands_alone(site),
                                   message="Convert only when CUDA is available (plain batch norms on the CPU)"))
+            elif isinstance(pinned, cst.Arg):  # pin_memory=True -> pin_memory=torch.cuda.is_available()
+                yield ctx.violation(
+                    pinned, f"`{func}(..., pin_memory=True)`: pinned memory {_NEEDS}",
+                    self._when_available(ctx, site, pinned.value, lambda torch: f"{torch}.cuda.is_available()",
+                                         new_query=False, message="Pin only when CUDA is available"))
+            elif pinned is not None:  # x.pin_memory() -> x.pin_memory() if ... else x
+                message = "Pin only when CUDA is available (the tensor as it is on the CPU)"
+                receiver = a.code(pinned)
+                yield ctx.violation(
+                    site.node, f"`{func}()`: pinned memory {_NEEDS}",
+                    Fix(Applicability.DISPLAY, f"{message} (display only: name the tensor first, not to write "
+                                               "its expression twice)")
+                    if len(receiver) > _REPEATABLE or "\n" in receiver else
+                    self._or_else(ctx, site, site.node, receiver, new_query=False, parens=not stands_alone(site),
+                                  message=message))
             elif block:  # with torch.cuda.device(k): -> k if ... else -1, a no-op (as torch documents)
                 arg = site.positional(0) or site.keyword("device")
                 yield ctx.violation(
@@ -318,13 +359,20 @@ class CudaOnlyCall(Rule):
                  new_query: bool, parens: bool = False) -> Fix:
         """``node`` -> ``node if torch.cuda.is_available() else otherwise``. ``new_query``:
         the test is the first CUDA query there (not where the call initialised CUDA anyway)."""
+        code = ctx.analysis.code(node)
+        code = f"({code})" if isinstance(node, cst.NamedExpr) else code
+        return self._when_available(
+            ctx, site, node, lambda torch: f"{'(' if parens else ''}{code} if {torch}.cuda.is_available() "
+                                           f"else {otherwise}{')' if parens else ''}", message, new_query)
+
+    def _when_available(self, ctx: Context, site: CallSite, node: cst.BaseExpression, text: Callable[[str], str],
+                        message: str, new_query: bool) -> Fix:
+        """``node`` -> ``text(torch)``, an expression that asks ``torch.cuda.is_available()``."""
         try:
             torch, imports = torch_for_test(ctx, site, new_query=new_query)
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
-        code = ctx.analysis.code(node)
-        text = f"{f'({code})' if isinstance(node, cst.NamedExpr) else code} if {torch}.cuda.is_available() else {otherwise}"
-        return Fix(Applicability.UNSAFE, message, tuple(imports) + (ctx.replace(node, f"({text})" if parens else text),))
+        return Fix(Applicability.UNSAFE, message, tuple(imports) + (ctx.replace(node, text(torch)),))
 
     def _fix(self, ctx: Context, site: CallSite) -> Fix:
         """The statement under ``if torch.cuda.is_available():``."""
@@ -400,6 +448,23 @@ def _gpu_count_processes(a, site: CallSite) -> Optional[cst.Call]:
         value = bindings[0].value
     if isinstance(value, cst.Call) and not value.args and a.qualname(value.func, site.scope) == "torch.cuda.device_count":
         return value
+    return None
+
+
+def _pinned(a, site: CallSite) -> Union[cst.BaseExpression, cst.Arg, None]:
+    """What pins memory at ``site``: the receiver of ``x.pin_memory()`` (a method call
+    with no arguments, in a module whose classes define no ``pin_memory`` of their own: a
+    custom batch pins its tensors only when a loader asks it to), or the
+    ``pin_memory=True`` argument of a torch call other than a ``DataLoader`` (which only
+    warns without CUDA)."""
+    if site.method == "pin_memory" and site.qualname is None and not site.node.args:
+        if any("pin_memory" in c.methods for c in a.classes):
+            return None
+        return site.node.func.value  # type: ignore[union-attr]
+    arg = site.keyword("pin_memory")
+    if (arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True" and site.qualname
+            and site.qualname.startswith("torch.") and not site.qualname.endswith("DataLoader")):
+        return arg
     return None
 
 

@@ -117,6 +117,8 @@ def _make_mode(sim: Simulator):
                 return sim.tag(args[0].clone(), None, new=False)
             if func is Tensor.is_pinned:
                 return False
+            if kwargs.get("pin_memory"):
+                kwargs["pin_memory"] = False  # pinned host memory, as a GPU machine has it: CPU memory here
             if "device" in kwargs and kwargs["device"] is not None:
                 index, implicit = sim.resolve(kwargs["device"])
                 kwargs["device"] = "cpu"

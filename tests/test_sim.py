@@ -45,6 +45,21 @@ def test_pinned_memory_is_host_memory_a_gpu_can_read():
         assert x.device == torch.device("cuda", 1)
 
 
+def test_packed_sequences_keep_their_lengths_on_the_cpu():
+    """torch requires a packed sequence's lengths (and batch sizes) on the CPU whatever the
+    device of the data: the simulator allows that mix there, and only there."""
+    with Simulator(gpus=2):
+        lstm = torch.nn.LSTM(4, 3, batch_first=True).cuda(1)
+        x = torch.randn(2, 5, 4).cuda(1)
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([5, 3]), batch_first=True)
+        assert device_of(packed.data) == "cuda:1" and device_of(packed.batch_sizes) == "cpu"
+        out, (h, c) = lstm(packed)
+        padded, lengths = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
+        assert device_of(padded) == device_of(h) == "cuda:1" and device_of(lengths) == "cpu"
+        with pytest.raises(RuntimeError, match="same device"):
+            lstm(torch.randn(2, 5, 4))  # unpacked CPU input to a GPU LSTM: still a mix
+
+
 def test_a_new_thread_starts_on_device_zero():
     seen = {}
     with Simulator(gpus=2):

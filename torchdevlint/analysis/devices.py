@@ -223,7 +223,8 @@ class DeviceFacts:
                 if not first:
                     continue
             elif not (b_owner in ancestors or (b_owner is None and owner is not None)
-                      or self._called_before(b_owner, owner, site)):
+                      or self._called_before(b_owner, owner, site)
+                      or self._caller_binds_first(b_owner, owner, ancestors)):
                 continue
             return f"a binding on line {a.range(b_node).start.line} runs first"
         self.per_process  # noqa: B018 - fills `handed`
@@ -254,8 +255,28 @@ class DeviceFacts:
 
     def _called_before(self, target: object, owner: object, site: CallSite) -> bool:
         """Whether code in ``owner`` calls (transitively) into ``target`` before ``site``."""
+        first = self._first_call_into_from(target, owner)
+        return first is not None and first < site.order
+
+    def _caller_binds_first(self, target: object, owner: object, ancestors: Set[object]) -> bool:
+        """Whether a caller of ``owner`` calls into ``target`` (where a binding is) before
+        it calls into ``owner``: ``init_distributed(...)`` then ``load_model(...)`` in
+        ``train()`` (Tacotron 2). A binding in a distributed setup that the caller runs
+        only on a flag still counts: where it does not run there is one process."""
+        for caller in ancestors:
+            if caller is owner:
+                continue
+            binds = self._first_call_into_from(target, caller)
+            runs = self._first_call_into_from(owner, caller)
+            if binds is not None and runs is not None and binds < runs:
+                return True
+        return False
+
+    def _first_call_into_from(self, target: object, owner: object) -> Optional[int]:
+        """The order of the first call in ``owner`` that reaches ``target`` (transitively),
+        or None; computed once per (target, owner), not once per site."""
         first = self._first_call_into.get((target, owner), -1)
-        if first == -1:  # computed once per (target, owner), not once per site
+        if first == -1:
             first = None
             for call in self.a.calls:
                 if self._owner(call) is not owner:
@@ -265,7 +286,7 @@ class DeviceFacts:
                     first = call.order  # calls are in document order: the first one found
                     break
             self._first_call_into[(target, owner)] = first
-        return first is not None and first < site.order
+        return first
 
     def _owner(self, site: CallSite) -> object:
         fn = self.a.enclosing_function(site.scope)
@@ -681,9 +702,23 @@ class DeviceFacts:
 
     @cached_property
     def fixed_placements(self) -> List[Tuple[CallSite, cst.CSTNode, str]]:
-        """Per-rank placements on a rank-independent device before any binding (TDL003's)."""
+        """Per-rank placements on a rank-independent device before any binding (TDL003's).
+        Not an index-less device object bound to a name (``device = torch.device("cuda" if
+        torch.cuda.is_available() else "cpu")``) in a file that binds the rank's device:
+        it resolves to the current device where it is used, after that binding."""
         return [(site, node, code) for site, node, code in self.gpu_placements
-                if self.per_rank(site) is not None and self.bound(site) is None]
+                if self.per_rank(site) is not None and self.bound(site) is None
+                and not (self._rank_bindings and self._names_current_device(site))]
+
+    def _names_current_device(self, site: CallSite) -> bool:
+        """``name = torch.device("cuda")`` or ``name = torch.device("cuda" if ... else
+        ...)``: a definition of the current device, not a placement."""
+        line = site.line
+        stmt = line.body[0] if line is not None and len(line.body) == 1 else None
+        return (site.qualname == "torch.device" and isinstance(stmt, cst.Assign) and stmt.value is site.node
+                and all(isinstance(t.target, cst.Name) for t in stmt.targets)
+                and (self.is_exact_current(site.node, site.scope)
+                     or self._exact_if([site.node], site.scope) is not None))
 
     @cached_property
     def gpu_placements(self) -> List[Tuple[CallSite, cst.CSTNode, str]]:

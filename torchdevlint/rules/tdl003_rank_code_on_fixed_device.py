@@ -87,6 +87,18 @@ class RankCodeOnFixedDevice(Rule):
         "import os, torch\nimport torch.multiprocessing as mp\n"
         "def worker(rank):\n    os.environ['CUDA_VISIBLE_DEVICES'] = str(rank)\n    return torch.zeros(1).to('cuda')\n"
         "mp.spawn(worker, nprocs=2)\n",
+        # Tacotron 2: the caller runs the distributed setup (on a flag: else one process) first
+        "import torch\nimport torch.distributed as dist\n"
+        "def init_distributed(n_gpus, rank):\n    torch.cuda.set_device(rank % torch.cuda.device_count())\n"
+        "    dist.init_process_group('nccl', world_size=n_gpus, rank=rank)\n"
+        "def load_model():\n    return Net().cuda()\n"
+        "def train(distributed, n_gpus, rank):\n    if distributed:\n        init_distributed(n_gpus, rank)\n"
+        "    model = load_model()\n",
+        # an index-less device object: the current device where it is used, after the binding
+        "import os, torch\nimport torch.distributed as dist\n"
+        "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+        "def main():\n    torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n    dist.init_process_group('nccl')\n"
+        "    return Net().to(device)\n",
     )
     INVALID = (
         Example(
@@ -120,6 +132,15 @@ class RankCodeOnFixedDevice(Rule):
             "import torch\nimport torch.multiprocessing as mp\ndef build():\n    return torch.zeros(3).cuda()\n"
             "def a(rank):\n    return build()\ndef b(rank):\n    return build()\n"
             "if __name__ == '__main__':\n    mp.spawn(a, nprocs=2)\n    mp.spawn(b, nprocs=2)\n",
+        ),
+        # ... but where nothing binds the rank's device, every use of it is GPU 0
+        Example(
+            "import os, torch\nimport torch.distributed as dist\nlocal_rank = int(os.environ['LOCAL_RANK'])\n"
+            "device = torch.device('cuda')\n"
+            "def main():\n    return Net().to(device)\n",
+            "import os, torch\nimport torch.distributed as dist\nlocal_rank = int(os.environ['LOCAL_RANK'])\n"
+            "device = torch.device(\"cuda\", local_rank)\n"
+            "def main():\n    return Net().to(device)\n",
         ),
         Example(
             "import torch\nfrom torch.distributed.elastic.multiprocessing import start_processes\n"

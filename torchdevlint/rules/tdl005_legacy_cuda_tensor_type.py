@@ -112,6 +112,14 @@ class LegacyCudaTensorType(Rule):
                 "import torch\ndef noise(batch):\n" + DEVICE
                 + "    return torch.empty(batch, 100, dtype=torch.float32, "
                 'device=device).normal_()\n'),
+        # Tacotron 2's length mask: a number from `.item()` is a size
+        Example("import torch\ndef get_mask_from_lengths(lengths):\n    max_len = torch.max(lengths).item()\n"
+                "    ids = torch.arange(0, max_len, out=torch.cuda.LongTensor(max_len))\n"
+                "    return ids < lengths.unsqueeze(1)\n",
+                "import torch\ndef get_mask_from_lengths(lengths):\n" + DEVICE +
+                "    max_len = torch.max(lengths).item()\n"
+                "    ids = torch.arange(0, max_len, out=torch.empty(max_len, dtype=torch.int64, device=device))\n"
+                "    return ids < lengths.unsqueeze(1)\n"),
         Example("import torch\ndef f():\n    return torch.cuda.FloatTensor()\n",
                 'import torch\ndef f():\n' + DEVICE
                 + '    return torch.empty(0, dtype=torch.float32, device=device)\n'),
@@ -507,15 +515,16 @@ def _constructor(a, site: CallSite) -> Optional[Tuple[str, str]]:
     return ("empty" if kind == "size" else "tensor"), ", ".join(a.code(arg.value) for arg in args)
 
 
-# methods whose result is a size (an int or a torch.Size), and those that give data
-_SIZE_METHODS = frozenset({"size", "numel", "nelement", "dim", "ndimension", "element_size"})
+# methods whose result is a size (an int or a torch.Size; a one-element tensor's `item()`
+# is a number, which a legacy constructor takes only as a size), and those that give data
+_SIZE_METHODS = frozenset({"size", "numel", "nelement", "dim", "ndimension", "element_size", "item"})
 _DATA_METHODS = frozenset({"numpy", "tolist"})
 
 
 def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0,
                   site: Optional[CallSite] = None) -> Optional[str]:
     """Whether the one argument of a legacy constructor is a size ("size": an int,
-    `x.size(0)`, `x.shape[1:]`, `len(x)`, arithmetic of those) or data ("data": a list,
+    `x.size(0)`, `x.shape[1:]`, `len(x)`, `int(x)`, `t.item()`, arithmetic of those) or data ("data": a list,
     tuple or comprehension, a numpy array, `t.numpy()`), looking through a name to the
     binding in force at ``site`` (or its only one); None when it could be either (an
     unknown name, a parameter)."""
@@ -533,8 +542,8 @@ def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0,
             return "size"
         if isinstance(func, cst.Attribute) and func.attr.value in _DATA_METHODS:
             return "data"
-        if isinstance(func, cst.Name) and func.value == "len" and a.lookup("len", scope)[0] is None:
-            return "size"  # the builtin
+        if isinstance(func, cst.Name) and func.value in ("len", "int") and a.lookup(func.value, scope)[0] is None:
+            return "size"  # the builtins
         q = a.qualname(func, scope) or ""
         if q.startswith("numpy."):
             return "data"  # an array from numpy

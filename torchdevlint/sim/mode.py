@@ -19,6 +19,11 @@ _CROSS_DEVICE_OK = {"_has_compatible_shallow_copy_type", "copy_", "__setitem__",
                     "size", "dim", "numel", "element_size", "is_floating_point", "requires_grad_",
                     "detach", "detach_", "__len__", "__bool__", "item", "tolist", "__hash__",
                     "_version", "is_contiguous", "stride", "storage_offset", "_grad_fn"}
+# functions whose one integer argument (lengths, a packed sequence's batch sizes) and one
+# result are on the CPU whatever the device of the rest, as torch requires: (that
+# argument's position, that result's position or None)
+_HOST_SIDE = {"_pack_padded_sequence": (1, 1), "_pad_packed_sequence": (1, 1),
+              "lstm": (1, None), "gru": (1, None), "rnn_tanh": (1, None), "rnn_relu": (1, None)}
 
 
 def _make_mode(sim: Simulator):
@@ -132,6 +137,14 @@ def _make_mode(sim: Simulator):
             if name == "numpy" and args and getattr(args[0], _TAG, None) is not None:
                 raise TypeError(f"can't convert cuda:{getattr(args[0], _TAG)} device type tensor to numpy. "
                                 "Use Tensor.cpu() to copy the tensor to host memory first.")
+            arg, result = _HOST_SIDE.get(name, (-1, None))
+            if 0 <= arg < len(args) and isinstance(args[arg], Tensor) and args[arg].dtype == torch.int64:
+                # packed sequences: their lengths and batch sizes live on the CPU
+                index = common_device(name, args[:arg] + args[arg + 1:], kwargs)
+                out = func(*args, **kwargs)
+                if index is not None:
+                    sim.tag([o for i, o in enumerate(out) if i != result], index, new=False)
+                return out
             index = common_device(getattr(func, "__qualname__", name), args, kwargs)
             out = func(*args, **kwargs)
             if index is not None:

@@ -626,7 +626,7 @@ class DeviceFacts:
                 return test.rstrip().rstrip(":")
         return None
 
-    def _flag_values(self, flag: str) -> Tuple[str, ...]:
+    def flag_values(self, flag: str) -> Tuple[str, ...]:
         """The right-hand sides of every ``flag = ...`` line of the file (a name or
         ``args.name``), read once per flag."""
         if flag not in self._flags:
@@ -645,7 +645,7 @@ class DeviceFacts:
         if expr == f"{self.a.torch_alias or 'torch'}.cuda.is_available()":
             return True
         if depth == 0 and re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?", expr):
-            values = self._flag_values(expr)
+            values = self.flag_values(expr)
             return bool(values) and all(self.is_availability(v, depth + 1) for v in values)
         return False
 
@@ -662,7 +662,7 @@ class DeviceFacts:
             if re.fullmatch(r"[A-Za-z_]\w*\.cuda\.is_available\(\s*\)", part):
                 return part.split(".")[0] == (self.a.torch_alias or "torch")
             if depth == 0 and re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?", part):
-                values = self._flag_values(part)
+                values = self.flag_values(part)
                 if values and all(self._assures(v, depth + 1) for v in values):
                     return True
         return False

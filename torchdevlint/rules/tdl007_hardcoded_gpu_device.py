@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Iterable, List, Optional, Tuple
 
 import libcst as cst
@@ -44,8 +46,9 @@ class HardcodedGpuDevice(Rule):
         a command line's default (`add_argument("--device", default="cuda")`), or a choice
         on a flag whose default is the GPU (`"cpu" if args.cpu else "cuda"` with `--cpu`
         a `store_true` flag, as EDSR-style trainers have; `"cuda" if not args.no_cuda else
-        "cpu"`; declared in another file, a flag named for the CPU, `--cpu`, `--no-cuda`,
-        is taken as off): what the script does when run as written, chosen
+        "cpu"`; a flag derived from one, `opt.cuda = not opt.no_cuda`, `use_cuda = not
+        args.no_cuda`; declared in another file, a flag named for the CPU, `--cpu`,
+        `--no-cuda`, is taken as off): what the script does when run as written, chosen
         unconditionally in a statement (not under an `if`, not one side of `a if c else b`
         or of `a or b`, not a parameter's default), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
@@ -116,6 +119,13 @@ class HardcodedGpuDevice(Rule):
         "import argparse, torch\np = argparse.ArgumentParser()\np.add_argument('--cuda', action='store_true')\n"
         "args = p.parse_args()\ndevice = torch.device('cuda' if args.cuda else 'cpu')\n",
         "import torch\ndef build(args):\n    return torch.device('cuda' if args.gpu else 'cpu')\n",
+        # derived flags that already ask, or from a flag whose default is the CPU
+        "import torch\ndef build(args):\n    use_cuda = not args.no_cuda and torch.cuda.is_available()\n"
+        "    return torch.device('cuda' if use_cuda else 'cpu')\n",
+        "import argparse, torch\np = argparse.ArgumentParser()\np.add_argument('--gpu', action='store_true')\n"
+        "args = p.parse_args()\nuse_cuda = args.gpu\ndevice = torch.device('cuda' if use_cuda else 'cpu')\n",
+        "import torch\ndef build(args):\n    use_cuda = not args.no_cuda\n    if args.fast:\n        use_cuda = False\n"
+        "    return torch.device('cuda' if use_cuda else 'cpu')\n",
         # the caller's device passed on (an override), or chosen on a condition
         "import torch\nclass P(torch.nn.Parameter):\n    def move(self, *args):\n        return super().cuda(*args)\n",
         "import torch\ndef f(x, args):\n    if args.gpu is not None:\n        x = x.cuda(args.gpu)\n    return x\n",
@@ -217,6 +227,24 @@ class HardcodedGpuDevice(Rule):
                 "import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
                 "    parser.add_argument('--no-cuda', action='store_true')\n    args = parser.parse_args()\n"
                 "    return torch.zeros(1).to('cuda' if not args.no_cuda and torch.cuda.is_available() else 'cpu')\n"),
+        # ... derived from a flag (attention is all you need; pytorch/examples before `and
+        # torch.cuda.is_available()` was added)
+        Example("import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
+                "    parser.add_argument('-no_cuda', action='store_true')\n    opt = parser.parse_args()\n"
+                "    opt.cuda = not opt.no_cuda\n    device = torch.device('cuda' if opt.cuda else 'cpu')\n"
+                "    return torch.zeros(1, device=device)\n",
+                "import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
+                "    parser.add_argument('-no_cuda', action='store_true')\n    opt = parser.parse_args()\n"
+                "    opt.cuda = not opt.no_cuda\n"
+                "    device = torch.device('cuda' if opt.cuda and torch.cuda.is_available() else 'cpu')\n"
+                "    return torch.zeros(1, device=device)\n"),
+        Example("import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
+                "    parser.add_argument('--no-cuda', action='store_true', default=False)\n    args = parser.parse_args()\n"
+                "    use_cuda = not args.no_cuda\n    return torch.zeros(1).to('cuda' if use_cuda else 'cpu')\n",
+                "import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
+                "    parser.add_argument('--no-cuda', action='store_true', default=False)\n    args = parser.parse_args()\n"
+                "    use_cuda = not args.no_cuda\n"
+                "    return torch.zeros(1).to('cuda' if use_cuda and torch.cuda.is_available() else 'cpu')\n"),
         # ... declared in another file (EDSR's option.py): a flag named for the CPU is off
         Example("import torch\n\n\nclass Trainer:\n    def __init__(self, args, model):\n        self.args = args\n"
                 "        self.device = torch.device('cpu' if self.args.cpu else 'cuda')\n"
@@ -419,7 +447,8 @@ def _flag_choice(a, expr: cst.IfExp) -> Optional[_Rewrite]:
     """A choice between a GPU and the CPU on a command-line flag whose default picks the
     GPU: ``"cpu" if args.cpu else "cuda"`` (``--cpu`` is ``store_true``), ``"cuda" if
     args.cuda else "cpu"`` (``default=True``), ``"cuda" if not args.no_cuda else "cpu"``.
-    The flag is ``args.<name>`` (``self.args.<name>``, ``opt``, ``cfg``...) and its default
+    The flag is ``args.<name>`` (``self.args.<name>``, ``opt``, ``cfg``...), or a name
+    assigned one once (``use_cuda = not args.no_cuda``), and its default
     what this file's parser says; without a parser here, a flag that asks for the CPU by
     its name (``--cpu``, ``--no-cuda``, as EDSR's ``option.py`` declares them) is off.
     The script, run as written, needs CUDA. How the test gets the fallback: ``and`` CUDA is
@@ -431,18 +460,40 @@ def _flag_choice(a, expr: cst.IfExp) -> Optional[_Rewrite]:
     test, negated = expr.test, False
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test, negated = test.expression, True
-    config = test.value if isinstance(test, cst.Attribute) else None
-    if isinstance(config, cst.Attribute) and isinstance(config.value, cst.Name) and config.value.value == "self":
-        config = config.attr  # self.args.cpu
-    if not (isinstance(config, cst.Name) and config.value in N.CONFIG_NAMES):
-        return None
-    name = test.attr.value  # type: ignore[union-attr]
-    default = _option_default(a, name)
-    if default is None and name.lower() in _CPU_FLAGS and not _declares_options(a):
-        default = False
+    if isinstance(test, cst.Name):  # use_cuda = not args.no_cuda (its one assignment in the file)
+        values = a.devices.flag_values(test.value)
+        m = re.fullmatch(r"(not\s+)?(\w+)\.(\w+)", values[0].strip()) if len(values) == 1 else None
+        if m is None or m.group(2) not in N.CONFIG_NAMES:
+            return None
+        default = _flag_default(a, m.group(2), m.group(3))
+        default = None if default is None else default != bool(m.group(1))
+    else:
+        config = test.value if isinstance(test, cst.Attribute) else None
+        if isinstance(config, cst.Attribute) and isinstance(config.value, cst.Name) and config.value.value == "self":
+            config = config.attr  # self.args.cpu
+        if not (isinstance(config, cst.Name) and config.value in N.CONFIG_NAMES):
+            return None
+        default = _flag_default(a, a.code(config), test.attr.value)  # type: ignore[union-attr]
     if default is None or (default != negated) != gpu_first:
         return None  # unknown, or the CPU unless asked
     return _Rewrite("flag", "and" if gpu_first else "or")
+
+
+def _flag_default(a, config: str, name: str, depth: int = 0) -> Optional[bool]:
+    """The value of the flag ``<config>.<name>`` when the command line does not set it:
+    its option's default, a flag named for the CPU when no parser here says otherwise,
+    or a flag the code derives from one (``opt.cuda = not opt.no_cuda``: attention is
+    all you need's trainer)."""
+    default = _option_default(a, name)
+    if default is None and name.lower() in _CPU_FLAGS and not _declares_options(a):
+        default = False
+    values = a.devices.flag_values(f"{config}.{name}") if default is None and depth < 2 else ()
+    if len(values) == 1:
+        m = re.fullmatch(rf"(not\s+)?{re.escape(config)}\.(\w+)", values[0].strip())
+        derived = _flag_default(a, config, m.group(2), depth + 1) if m else None
+        if derived is not None:
+            default = derived != bool(m.group(1))  # type: ignore[union-attr]
+    return default
 
 
 # flags that ask for the CPU by their name: off unless given
@@ -461,8 +512,9 @@ def _cpu_text(value: cst.BaseExpression) -> bool:
 
 def _option_default(a, dest: str) -> Optional[bool]:
     """The default of the command-line option that ``args.<dest>`` holds, when this file's
-    parser declares it as a flag: ``action="store_true"`` (False), ``"store_false"``
-    (True), ``default=True``/``False``, or no default (None, false); else None."""
+    parser declares it as a flag: ``action="store_true"`` (False) or ``"store_false"``
+    (True) unless an explicit ``default=True``/``False`` says otherwise, an option with
+    ``default=True``/``False``, or with no default (None: false); else None."""
     for site in a.calls:
         if site.method != "add_argument" or site.has_star_args:
             continue
@@ -472,13 +524,13 @@ def _option_default(a, dest: str) -> Optional[bool]:
                    for n in names):
             continue
         action, default = site.keyword("action"), site.keyword("default")
+        given = (({"True": True, "False": False}.get(default.value.value) if isinstance(default.value, cst.Name)
+                  else None) if default is not None else None)
         if action is not None:
             kind = action.value.evaluated_value if isinstance(action.value, cst.SimpleString) else None
-            return {"store_true": False, "store_false": True}.get(kind) if default is None else None  # type: ignore[arg-type]
-        if default is None:
-            return False
-        value = default.value
-        return {"True": True, "False": False}.get(value.value) if isinstance(value, cst.Name) else None
+            implied = {"store_true": False, "store_false": True}.get(kind)  # type: ignore[arg-type]
+            return implied if default is None else (given if implied is not None else None)
+        return False if default is None else given
     return None
 
 

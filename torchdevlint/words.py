@@ -21,7 +21,7 @@ one of its tokens). A token is one of:
   ``devices.gpu_placements`` reads them: ``x.cuda(0)`` (or ``device=0``), or a ``"cuda"``
   / ``"cuda:N"`` string (either side of a conditional expression included) as a call's
   first positional argument (``torch.device("cuda")``, ``x.to("cuda:0")``, whatever the
-  function's name) or its ``device=``;
+  function's name), its ``device=`` or its ``map_location=``;
 - ``thread:cuda``: a function that may run on a thread uses CUDA's implicit device, as
   TDL104 reads it: a ``def`` named in (or a lambda in) the arguments of what hands
   functions to threads (``Thread``, an executor method, ``run_in_executor``,
@@ -442,7 +442,8 @@ def _places_on_gpu(last: Optional[str], args: Sequence[ast.AST], keywords: Seque
         index = positional[0] if positional else device
         if type(index) is ast.Constant and type(index.value) is int:  # type: ignore[attr-defined]
             return True
-    return (bool(positional) and _gpu_literal(positional[0])) or (device is not None and _gpu_literal(device))
+    return (bool(positional) and _gpu_literal(positional[0])) or any(
+        k.arg in ("device", "map_location") and _gpu_literal(k.value) for k in keywords)
 
 
 def _gpu_literal(node: ast.AST) -> bool:

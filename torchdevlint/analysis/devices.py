@@ -514,14 +514,16 @@ class DeviceFacts:
 
     def _runs_at_import(self, anchor: int) -> bool:
         """Whether the use at ``anchor`` is module-level code itself: not in a function or
-        class body, however deep in module-level ``try``/``if``/``with`` blocks."""
+        class body, however deep in module-level ``try``/``if``/``with`` blocks; in a
+        script, a lambda there counts as its place (``torch.load(path, map_location=lambda
+        storage, loc: storage.cuda())``: what runs it runs at that point)."""
         site = next((s for s in self.a.calls if s.order == anchor), None)
         if site is None:
             top = _top_statement(self.a, anchor)
             return top is not None and not isinstance(top, (cst.FunctionDef, cst.ClassDef))
         scope = site.scope
         while scope is not None:
-            if scope.kind in ("function", "lambda", "class"):
+            if scope.kind in ("function", "class") or (scope.kind == "lambda" and not self.is_script):
                 return False
             scope = scope.parent
         return True

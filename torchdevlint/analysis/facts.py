@@ -106,9 +106,11 @@ class CallSite:
         return pos[index] if index < len(pos) else None
 
     def device_arguments(self) -> List[cst.BaseExpression]:
-        """What the call takes as a device: ``device=...``, and the first argument of a
-        ``.to(...)`` method (not ``torch.to``)."""
-        out = [arg.value for arg in self.node.args if arg.keyword is not None and arg.keyword.value == "device"]
+        """What the call takes as a device: ``device=...``, a load's ``map_location=...``
+        (``torch.load(path, map_location="cuda:0")``: where every tensor it restores goes),
+        and the first argument of a ``.to(...)`` method (not ``torch.to``)."""
+        out = [arg.value for arg in self.node.args
+               if arg.keyword is not None and arg.keyword.value in ("device", "map_location")]
         first = self.node.args[0] if self.node.args else None
         if (first is not None and first.keyword is None and not first.star and self.method == "to"
                 and self.qualname is None):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import ClassVar, Iterable, List, Optional, Sequence, Tuple
+from typing import ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -167,6 +167,9 @@ class Context:
         if device_code not in parsed:
             parsed[device_code] = cst.parse_expression(device_code)
         device_arg = cst.Arg(parsed[device_code])
+        if is_storage(self.analysis, call):  # a storage's `.to` takes the device as a keyword only
+            device_arg = device_arg.with_changes(keyword=cst.Name("device"), equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
         return self.rename_call(call, "to", [device_arg] + kept)
 
     def device_definition(self, anchor: int) -> Tuple[Optional[str], List[Edit], str]:
@@ -329,13 +332,9 @@ class Context:
 
     def guarded(self, fix: Fix, call: Optional[cst.Call] = None) -> Fix:
         """The fix, made display-only when a class of this file defines its own ``cuda``
-        (a rewrite to ``.to`` would skip what that method does), or when the receiver is
-        a storage (its ``.to`` takes ``device`` as a keyword only)."""
+        (a rewrite to ``.to`` would skip what that method does)."""
         if fix.applicability is Applicability.DISPLAY:
             return fix
-        if call is not None and is_storage(self.analysis, call):
-            return Fix(Applicability.DISPLAY,
-                       f"{fix.message} (display only: a storage's `.to` takes `device=` as a keyword)")
         own = self.analysis.classes_defining_cuda
         if not own:
             return fix
@@ -437,7 +436,9 @@ class Context:
 
 
 def is_storage(analysis: Analysis, call: cst.Call) -> bool:
-    """``t.storage().cuda()``, ``t.untyped_storage().cuda()``, ``torch.FloatStorage(n).cuda()``."""
+    """``t.storage().cuda()``, ``t.untyped_storage().cuda()``, ``torch.FloatStorage(n).cuda()``,
+    and the storage a load hands its ``map_location`` function (``map_location=lambda
+    storage, loc: storage.cuda()``)."""
     func = call.func
     if not isinstance(func, cst.Attribute):
         return False
@@ -446,7 +447,25 @@ def is_storage(analysis: Analysis, call: cst.Call) -> bool:
         inner = receiver.func
         name = inner.attr.value if isinstance(inner, cst.Attribute) else getattr(inner, "value", "")
         return name in ("storage", "untyped_storage", "_storage", "_typed_storage") or name.endswith("Storage")
-    return False
+    return isinstance(receiver, cst.Name) and receiver.value == _map_location_storages(analysis).get(call)
+
+
+def _map_location_storages(analysis: Analysis) -> Dict[cst.Call, str]:
+    """The calls in the body of a ``map_location=lambda storage, loc: ...``, each with the
+    name of that lambda's storage parameter (once per module)."""
+    memo = analysis.memo
+    if "map_location_storages" not in memo:
+        out: Dict[cst.Call, str] = {}
+        for site in analysis.calls:
+            arg = site.keyword("map_location")
+            fn = arg.value if arg is not None else None
+            if isinstance(fn, cst.Lambda) and fn.params.params:
+                storage = fn.params.params[0].name.value
+                for inner in analysis.calls:
+                    if analysis.inside(inner.scope, fn):
+                        out[inner.node] = storage
+        memo["map_location_storages"] = out
+    return memo["map_location_storages"]
 
 
 def _commas(args: List[cst.Arg]) -> List[cst.Arg]:

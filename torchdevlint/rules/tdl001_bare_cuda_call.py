@@ -6,7 +6,7 @@ from typing import Iterable
 
 from ..analysis.receivers import UNPROVEN_RECEIVER
 from ..model import Applicability, Fix, Violation
-from .base import Context, Example, Rule, is_storage
+from .base import Context, Example, Rule
 
 
 class BareCudaCall(Rule):
@@ -163,7 +163,16 @@ class BareCudaCall(Rule):
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "def evaluate():\n    return torch.zeros(1).to(device)\nprint(evaluate())\n"),
         Example("class P:\n    def cuda(self):\n        return self\np = P().cuda()\n", None),
-        Example("import torch\ns = torch.zeros(2).untyped_storage().cuda()\n", None),
+        # a storage's `.to` takes the device as a keyword; a load's `map_location` function
+        # is handed storages
+        Example("import torch\ns = torch.zeros(2).untyped_storage().cuda()\n",
+                'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "s = torch.zeros(2).untyped_storage().to(device=device)\n"),
+        Example("import torch\nnet = Net()\n"
+                "net.load_state_dict(torch.load('net.pt', map_location=lambda storage, loc: storage.cuda()))\nprint(net)\n",
+                'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nnet = Net()\n'
+                "net.load_state_dict(torch.load('net.pt', map_location=lambda storage, loc: storage.to(device=device)))\n"
+                "print(net)\n"),
         # one statement, one applicability: the unprovable receiver holds the other back
         Example("import torch\ndevice = torch.device('cuda')\ny = (torch.zeros(1).cuda(), batch.cuda())\n",
                 "import torch\ndevice = torch.device('cuda')\ny = (torch.zeros(1).to(device), batch.to(device))\n"),
@@ -228,10 +237,7 @@ class BareCudaCall(Rule):
                     else:
                         applicability = Applicability.UNSAFE
                         reasons.insert(0, why)
-            if is_storage(analysis, call):
-                applicability = Applicability.DISPLAY
-                reasons = ["display only: a storage's `.to` takes `device=` as a keyword"]
-            elif own_cuda:
+            if own_cuda:
                 names = ", ".join(f"`{c.name}`" for c in own_cuda)
                 applicability = Applicability.DISPLAY
                 reasons = [f"display only: {names} in this file defines its own `cuda()`"]

@@ -40,10 +40,15 @@ class RankCodeOnFixedDevice(Rule):
         takes `--local_rank`, asks horovod for its local rank, or initialises a process
         group), and the helpers those call — that places work on a device that does not
         depend on the rank before anything bound the rank's device: a bare `.cuda()`,
-        `.to("cuda")`, `torch.device("cuda")`, `device="cuda"`, or a literal `cuda:0` /
+        `.to("cuda")`, `torch.device("cuda")`, `device="cuda"`, a checkpoint loaded with
+        `map_location="cuda:0"` (every rank's copy on GPU 0), or a literal `cuda:0` /
         `.cuda(0)`. Quiet after `torch.cuda.set_device(local_rank)` (or any backend's
         `set_device`, a per-process `CUDA_VISIBLE_DEVICES`, a launcher that binds the
-        device) on the same path.
+        device) on the same path, called first by the function, by a helper it calls
+        first, or by a caller before it calls it (a distributed setup run only on a flag
+        included: where it does not run there is one process); and for an index-less
+        device bound to a name (`device = torch.device("cuda" if ... else "cpu")`) in a
+        file that binds the rank's device: it is the current device where it is used.
     """
     why = """
         Every rank runs the same line, and the line names the same GPU for all of them:
@@ -107,6 +112,13 @@ class RankCodeOnFixedDevice(Rule):
             "import torch\nimport torch.multiprocessing as mp\n"
             "def worker(rank, n):\n    return torch.zeros(n).to(torch.device(\"cuda\", rank))\n"
             "mp.spawn(worker, args=(3,), nprocs=2)\n",
+        ),
+        # every rank loads the checkpoint onto GPU 0
+        Example(
+            "import torch\nimport torch.multiprocessing as mp\ndef worker(rank):\n"
+            "    return torch.load('ckpt.pt', map_location='cuda:0')\nmp.spawn(worker, nprocs=2)\n",
+            "import torch\nimport torch.multiprocessing as mp\ndef worker(rank):\n"
+            "    return torch.load('ckpt.pt', map_location=torch.device(\"cuda\", rank))\nmp.spawn(worker, nprocs=2)\n",
         ),
         Example(
             "import os\nimport torch\nlocal_rank = int(os.environ['LOCAL_RANK'])\n"

@@ -39,7 +39,8 @@ class HardcodedGpuDevice(Rule):
         `device_ids=[rank]` and `output_device=` (they raise for a module on the CPU), a
         process group's `device_id=torch.device("cuda", rank)` (so does the CPU there:
         none without CUDA), `.to("cuda")`, a
-        `device="cuda:0"` argument (`torch.zeros(2, device="cuda")`), a device string built
+        `device="cuda:0"` argument (`torch.zeros(2, device="cuda")`), a load's
+        `map_location="cuda:0"` ("Attempting to deserialize object on a CUDA device"), a device string built
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
         used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound),
@@ -252,6 +253,11 @@ class HardcodedGpuDevice(Rule):
                 "import torch\n\n\nclass Trainer:\n    def __init__(self, args, model):\n        self.args = args\n"
                 "        self.device = torch.device('cpu' if self.args.cpu or not torch.cuda.is_available() else 'cuda')\n"
                 "        self.model = model.to(self.device)\n"),
+        # a checkpoint restored onto a GPU
+        Example("import torch\n\n\ndef resume(model, path):\n"
+                "    model.load_state_dict(torch.load(path, map_location='cuda:0'))\n",
+                "import torch\n\n\ndef resume(model, path):\n"
+                "    model.load_state_dict(torch.load(path, map_location='cuda:0' if torch.cuda.is_available() else 'cpu'))\n"),
         # a command line's default: what the script does when run as written
         Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
                 "parser.add_argument('--device', default='cuda')\nargs = parser.parse_args()\n"

@@ -25,6 +25,12 @@ PROGRAM = textwrap.dedent("""\
     print(d["a"].device, d["b"].device)
     d = torch.load("ckpt.pt", map_location={"cpu": "cpu"})
     print(d["a"].device, d["b"].device)
+    d = torch.load("ckpt.pt", map_location=lambda storage, loc: storage.cuda(1))
+    print(d["a"].device, d["b"].device)
+    d = torch.load("ckpt.pt", map_location=lambda storage, loc: storage)
+    print(d["a"].device, d["b"].device)
+    d = torch.load("ckpt.pt", map_location=lambda storage, loc: storage.to(device="cuda:0") if loc == "cuda:1" else None)
+    print(d["a"].device, d["b"].device)
     z = torch.cuda.FloatTensor(2, 3, device=1)
     print(z.device, tuple(z.shape), z.dtype, torch.zeros(3).type("torch.cuda.HalfTensor").device)
     print(torch.cuda.DoubleTensor().shape, torch.zeros(2).type(torch.cuda.IntTensor).dtype)
@@ -48,6 +54,9 @@ def test_legacy_types_variable_and_checkpoints(tmp_path):
         "cpu cpu",
         "cuda:1 cuda:1",
         "cuda:0 cuda:1",  # a dict map_location that maps nothing relevant
+        "cuda:1 cuda:1",  # a function of the storage: where it moves each
+        "cpu cpu",
+        "cuda:0 cuda:0",  # ... None: restored where it was saved
         "cuda:1 (2, 3) torch.float32 cuda:0",
         "torch.Size([0]) torch.int32",
     ]

@@ -15,7 +15,8 @@
 - ``torch.save`` remembers the simulated device of each tensor it writes to a path, and
   ``torch.load`` without ``map_location`` restores them there (a real checkpoint saved on
   a GPU is restored to the device its storages name); with ``map_location`` (a device, a
-  string, or a dict of locations), tensors land where it says.
+  string, a dict of locations, or a function of the storage such as ``lambda storage,
+  loc: storage.cuda()``), tensors land where it says.
 """
 
 from __future__ import annotations
@@ -104,10 +105,8 @@ def patch_legacy(sim, set_attr) -> None:
             for t in _tensors(out):
                 sim.tag(t, index)
             return out
-        if callable(map_location):
-            return original_load(f, map_location, *args, **kwargs)
         locations: Dict[int, str] = {}
-        remap = map_location or {}
+        remap = map_location if isinstance(map_location, dict) else {}
 
         def record(storage, location):
             locations[storage.data_ptr()] = remap.get(location, location)
@@ -121,12 +120,43 @@ def patch_legacy(sim, set_attr) -> None:
                 location = remap.get(location, location)
             else:  # a real checkpoint: where its storages say (already remapped)
                 location = locations.get(t.untyped_storage().data_ptr(), "cpu")
+            if callable(map_location):  # `lambda storage, loc: storage.cuda()`: where it moves it
+                location = _placed_by(map_location, t.untyped_storage(), location)
             index, _ = sim.resolve(location) if location != "cpu" else (None, False)
             sim.tag(t, index)
         return out
 
     set_attr(torch, "save", save)
     set_attr(torch, "load", load)
+
+
+def _placed_by(map_location, storage, location: str) -> str:
+    """Where a ``map_location`` function puts a storage saved at ``location``: the device
+    it moves it to (``storage.cuda(k)``, ``storage.to(device=...)``; the storage stays on
+    the CPU meanwhile, the simulated device is the answer), ``location`` itself when it
+    returns None (torch's default restore), else the CPU."""
+    import torch
+
+    base = torch.storage._StorageBase
+    asked: List[str] = []
+
+    def to(self, *, device, non_blocking=False):
+        asked.append(str(torch.device(device)))
+        return self
+
+    def cuda(self, device=None, non_blocking=False):
+        asked.append("cuda" if device is None else str(torch.device("cuda", device)))
+        return self
+
+    original = base.to, base.cuda
+    base.to, base.cuda = to, cuda
+    try:
+        result = map_location(storage, location)
+    finally:
+        base.to, base.cuda = original
+    if asked:
+        return asked[-1]
+    return location if result is None else "cpu"
 
 
 def _patch_default_device(sim, set_attr, by_name: Dict[str, Any]) -> None:

@@ -75,7 +75,9 @@ class LegacyCudaTensorType(Rule):
         A CUDA default tensor type becomes `torch.set_default_dtype(torch.float32)` and
         `torch.set_default_device(device)` (the device as above; a script's with the CPU
         fallback): always **unsafe**, for `torch.Tensor(...)` followed the default type and
-        does not follow a default device; display-only where this module calls it.
+        does not follow a default device: this module's own become `torch.empty(size)` /
+        `torch.tensor(data, dtype=...)`, which do (display-only where the argument may be
+        either).
 
         The alias idiom `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`
         is rewritten as a whole: the alias becomes `device = torch.device("cuda" if cuda
@@ -154,9 +156,15 @@ class LegacyCudaTensorType(Rule):
                 "import torch\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
                 "if __name__ == '__main__':\n    torch.set_default_dtype(torch.float32)\n"
                 "    torch.set_default_device(device)\n    print(torch.zeros(2))\n"),
-        # ... display-only beside `torch.Tensor(...)`, which followed the type and not a device
+        # ... and `torch.Tensor(...)`, which followed the type and not a device, a factory
         Example("import torch\ndef setup():\n    torch.set_default_tensor_type(torch.cuda.DoubleTensor)\n"
-                "    return torch.Tensor([0.1, 0.2])\n"),
+                "    return torch.Tensor([0.1, 0.2]), torch.Tensor(3, 4)\n",
+                "import torch\ndef setup():\n    torch.set_default_dtype(torch.float64)\n"
+                "    torch.set_default_device(\"cuda\")\n"
+                "    return torch.tensor([0.1, 0.2], dtype=torch.float64), torch.empty(3, 4)\n"),
+        # ... display-only where its argument may be a size or data
+        Example("import torch\ndef setup(n):\n    torch.set_default_tensor_type(torch.cuda.DoubleTensor)\n"
+                "    return torch.Tensor(n)\n"),
         # inside `forward`: the input's device with --unsafe-fixes (the module then runs on a CPU)
         Example("import torch\nimport torch.nn as nn\nclass Drop(nn.Module):\n    def forward(self, x):\n"
                 "        keep = torch.cuda.FloatTensor(len(x), 1).uniform_() > 0.5\n        return x * keep\n",
@@ -358,17 +366,25 @@ class LegacyCudaTensorType(Rule):
         """``set_default_tensor_type(torch.cuda.FloatTensor)`` -> ``set_default_dtype(torch.float32)``
         and ``set_default_device(<device>)``, on two lines. Always unsafe: the legacy
         constructor ``torch.Tensor(...)`` followed the default tensor type and does not
-        follow a default device (display-only where this module calls it)."""
+        follow a default device: this module's become factories that do (display-only
+        where one's argument may be a size or data)."""
         a = ctx.analysis
         torch = a.torch_name_at(site.scope, site.order)
         hint = f"Use `torch.set_default_dtype(torch.{dtype})` and `torch.set_default_device(device)`"
         line = site.line
         if torch is None or site.expr_stmt is None or line is None or len(line.body) != 1:
             return Fix(Applicability.DISPLAY, f"{hint} (not a statement of its own)")
-        follower = next((s for s in a.calls if s.qualname == "torch.Tensor"), None)
-        if follower is not None:  # it would stay on the CPU after the rewrite: a device mismatch
-            return Fix(Applicability.DISPLAY, f"{hint}, and give `torch.Tensor(...)` (line "
-                       f"{ctx.start(follower.node)[0]}) a device: it follows the default type, not a default device")
+        followers = []  # `torch.Tensor(...)` followed the type; a factory follows the default device
+        for follower in (s for s in a.calls if s.qualname == "torch.Tensor"):
+            args = _constructor(a, follower)
+            name = a.torch_name_at(follower.scope, follower.order)
+            if args is None or name is None:  # it would stay on the CPU after the rewrite: a device mismatch
+                return Fix(Applicability.DISPLAY, f"{hint}, and give `torch.Tensor(...)` (line "
+                           f"{ctx.start(follower.node)[0]}) a device: it follows the default type, not a default "
+                           "device (its argument may be a size or data)")
+            factory, lead = args
+            followers.append(ctx.replace(follower.node, f"{name}.empty({lead})" if factory == "empty"
+                                         else f"{name}.tensor({lead}, dtype={name}.{dtype})"))
         device, edits, _, why = self._device(ctx, site, anchor)
         row, col = ctx.start(line)
         indent = a.lines[row - 1][:col]
@@ -376,9 +392,11 @@ class LegacyCudaTensorType(Rule):
                 f"{indent}{torch}.set_default_device({device})")
         reasons = "; ".join(r for r in (why, "`torch.Tensor(n)`-style constructors do not follow a default "
                                         "device as they followed the default type") if r)
+        if followers:
+            hint += f", and `torch.empty`/`torch.tensor` for the {len(followers)} `torch.Tensor(...)` of this module"
         defines = frozenset({device}) if edits else frozenset()
         return ctx.guarded(Fix(Applicability.UNSAFE, f"{hint} ({reasons})",
-                               tuple(edits) + (ctx.replace(site.node, text),), defines))
+                               tuple(edits) + (ctx.replace(site.node, text),) + tuple(followers), defines))
 
     def _device(self, ctx: Context, site: CallSite, anchor: int) -> Tuple[str, List[Edit], Applicability, str]:
         """The device the rewrite names: the one in scope; else a definition where the

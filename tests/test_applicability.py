@@ -30,10 +30,17 @@ def test_independent_statements_keep_their_own_applicability():
     assert fixed(text, unsafe=False) == DEVICE + "a = torch.zeros(1).to(device)\nb = batch.cuda()\n"
 
 
-def test_a_storage_is_never_rewritten():
+def test_a_storage_is_moved_with_a_keyword_device():
+    """A storage's `.to` takes the device as a keyword only: the rewrite says `device=`,
+    and the result is torch's own API (run here with the CPU as the device)."""
     text = "import torch\ndevice = torch.device('cuda')\ns = torch.zeros(2).untyped_storage().cuda()\n"
     [v] = findings(text)
-    assert v.fix.applicability.value == "display" and fixed(text) == text
+    assert v.fix.applicability.value != "display"
+    assert fixed(text) == "import torch\ndevice = torch.device('cuda')\ns = torch.zeros(2).untyped_storage().to(device=device)\n"
+    torch = pytest.importorskip("torch")
+    space = {}
+    exec(fixed(text).replace("'cuda'", "'cpu'"), space)
+    assert isinstance(space["s"], torch.UntypedStorage) and space["s"].device.type == "cpu"
 
 
 @pytest.mark.parametrize("flag,guard,safe", [

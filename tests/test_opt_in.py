@@ -93,7 +93,8 @@ def test_flake8_and_check_agree_on_the_opt_in_fixtures():
             *map(str, programs))
     mine = {f"{v['filename']}|{v['location']['row']}:{v['location']['column']}|{v['code']}"
             for v in json.loads(r.stdout)}
-    assert found == mine and {f.rsplit("|", 1)[1] for f in found} == {"TDL007", "TDL008"}
+    # both opt-in codes among them (a program may have default findings too: Tacotron 2's)
+    assert found == mine and {f.rsplit("|", 1)[1] for f in found} >= {"TDL007", "TDL008"}
 
 
 def test_a_migration_selects_the_opt_in_rules_unless_the_rules_were_chosen(tmp_path):

@@ -519,7 +519,7 @@ class DeviceFacts:
         storage, loc: storage.cuda())``: what runs it runs at that point)."""
         site = next((s for s in self.a.calls if s.order == anchor), None)
         if site is None:
-            top = _top_statement(self.a, anchor)
+            top = self.top_statement(anchor)
             return top is not None and not isinstance(top, (cst.FunctionDef, cst.ClassDef))
         scope = site.scope
         while scope is not None:
@@ -527,6 +527,15 @@ class DeviceFacts:
                 return False
             scope = scope.parent
         return True
+
+    def top_statement(self, order: int) -> Optional[cst.CSTNode]:
+        """The top-level statement that holds the node at ``order``."""
+        found = None
+        for stmt in self.a.module.body:
+            if self.a.order[stmt] > order:
+                break
+            found = stmt
+        return found
 
     @cached_property
     def _called_from_module_outside_guard(self) -> Set[cst.CSTNode]:
@@ -885,16 +894,6 @@ def _module_level_statements(body) -> List[cst.SimpleStatementLine]:
                 elif isinstance(child, (cst.If, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)):
                     found.extend(_module_level_statements([child]) if isinstance(child, cst.If)
                                  else _module_level_statements(getattr(child.body, "body", ())))
-    return found
-
-
-def _top_statement(a: Analysis, order: int) -> Optional[cst.CSTNode]:
-    """The top-level statement that holds the node at ``order``."""
-    found = None
-    for stmt in a.module.body:
-        if a.order[stmt] > order:
-            break
-        found = stmt
     return found
 
 

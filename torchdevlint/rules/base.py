@@ -7,6 +7,8 @@ suite runs, the trigger substrings the prefilter uses, and ``check``.
 
 from __future__ import annotations
 
+import re
+
 import textwrap
 from dataclasses import dataclass
 from typing import ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -214,6 +216,8 @@ class Context:
         hazard = self.module_query_hazard()
         if hazard:  # a write this process makes must come before any CUDA query
             return None, [], hazard
+        if not exact and not a.devices.is_script and not self._initialises_at_import(anchor):
+            return None, [], _LIBRARY  # a library's import-time use under a condition (SRU's kernel setup)
         if in_guard is not None:  # torch is imported where the script's work starts: define it there
             return name, self._insert_after(a.devices.main_guard.body.body, in_guard[1], lines), (  # type: ignore[union-attr]
                 "a device defined where the script starts (falls back to the CPU)")
@@ -222,6 +226,20 @@ class Context:
         except Uninsertable as exc:
             return None, [], str(exc)
         return name, edits, "a device defined where the script starts (falls back to the CPU)"
+
+    def _initialises_at_import(self, anchor: int) -> bool:
+        """Whether the module's import asks CUDA anyway where the use at ``anchor`` is: a
+        statement of its own top level, run whatever happens, or one under a top-level
+        ``if`` that asks (``if torch.cuda.is_available():``, or a flag that did). There a device defined first
+        adds no query of its own; elsewhere (SRU's kernel set up under its own test) it
+        would."""
+        a = self.analysis
+        site = next((s for s in a.calls if s.order == anchor), None)
+        if site is None or site.line is None:
+            return False
+        top = a.devices.top_statement(anchor)
+        return top is site.line or bool(a.devices.cuda_assured(site)) or (isinstance(top, cst.If) and re.search(
+            r"\.(?:is_available|device_count)\(", a.code(top.test)) is not None)
 
     def _own_torch_import(self, fn: cst.FunctionDef) -> Optional[Tuple[str, cst.SimpleStatementLine]]:
         """A function that imports torch itself, in a statement of its body's own (``def

@@ -163,6 +163,9 @@ class BareCudaCall(Rule):
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "def evaluate():\n    return torch.zeros(1).to(device)\nprint(evaluate())\n"),
         Example("class P:\n    def cuda(self):\n        return self\np = P().cuda()\n", None),
+        # a library module's import-time use under its own test (SRU's kernel set up): a device
+        # defined first would ask CUDA at every import, the test false or not
+        Example("import torch\nif check_sru_requirement():\n    tmp_ = torch.rand(1, 1).cuda()\n", None),
         # a storage's `.to` takes the device as a keyword; a load's `map_location` function
         # is handed storages
         Example("import torch\ns = torch.zeros(2).untyped_storage().cuda()\n",

@@ -459,6 +459,17 @@ class DeviceFacts:
         guards = [s for s in self.a.module.body if isinstance(s, cst.If) and _is_main_guard(s.test)]
         return guards[-1] if guards else None
 
+    def starts_in_main_guard(self, order: int) -> Optional[cst.BaseStatement]:
+        """The first statement of the main guard when the code at ``order`` runs in it and
+        the guard is the module's last statement (so nothing at module level runs after
+        it): where a device those uses need is defined without running at import."""
+        guard = self.main_guard
+        start, end = self._guard_span
+        if (guard is None or not start < order < end or not isinstance(guard.body, cst.IndentedBlock)
+                or guard is not self.a.module.body[-1]):
+            return None
+        return guard.body.body[0]
+
     def guard_torch_import(self, order: int) -> Optional[Tuple[str, cst.SimpleStatementLine]]:
         """A script that imports torch only in its main guard (``if __name__ ==
         "__main__":`` then ``import torch``): the name that import binds and its line,

@@ -221,6 +221,13 @@ class Context:
         if in_guard is not None:  # torch is imported where the script's work starts: define it there
             return name, self._insert_after(a.devices.main_guard.body.body, in_guard[1], lines), (  # type: ignore[union-attr]
                 "a device defined where the script starts (falls back to the CPU)")
+        first = a.devices.starts_in_main_guard(anchor) if a.torch_alias is not None else None
+        if first is not None:  # every use runs in the main guard: define it there, not at every import
+            row = a.first_line(first)
+            text = a.lines[row - 1]
+            indent = text[:len(text) - len(text.lstrip())]
+            return name, [Edit((row, 0), (row, 0), "".join(indent + x + a.module.default_newline for x in lines))], (
+                "a device defined where the script starts (falls back to the CPU)")
         try:
             edits = self.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None)
         except Uninsertable as exc:

@@ -55,7 +55,9 @@ class BareCudaCall(Rule):
         Inside `forward` of an `nn.Module` it uses the first input's `.device`
         (**unsafe**: the input may be elsewhere). When nothing names a device, it
         defines one where the script's own execution starts (after the imports of a
-        script: one with a main guard, or whose module level does work). `fix` defines
+        script: one with a main guard, or whose module level does work; at the start of
+        the main guard when every use runs in it, so that importing the module asks
+        nothing). `fix` defines
         `device = torch.device("cuda")` (**safe**: the very device `.cuda()` uses, resolved
         at each use, and no CUDA query), with a comment that shows the CPU fallback;
         `fix --unsafe-fixes` defines `torch.device("cuda" if torch.cuda.is_available()
@@ -166,6 +168,13 @@ class BareCudaCall(Rule):
         # a library module's import-time use under its own test (SRU's kernel set up): a device
         # defined first would ask CUDA at every import, the test false or not
         Example("import torch\nif check_sru_requirement():\n    tmp_ = torch.rand(1, 1).cuda()\n", None),
+        # every use in the main guard (a library module runnable as a demo): the device is
+        # defined where the guard starts, not at every import
+        Example("import torch\nclass Unet(torch.nn.Module):\n    pass\nif __name__ == '__main__':\n"
+                "    model = Unet().cuda()\n    x = torch.randn(2, 3).cuda()\n",
+                "import torch\nclass Unet(torch.nn.Module):\n    pass\nif __name__ == '__main__':\n"
+                '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "    model = Unet().to(device)\n    x = torch.randn(2, 3).to(device)\n"),
         # a storage's `.to` takes the device as a keyword; a load's `map_location` function
         # is handed storages
         Example("import torch\ns = torch.zeros(2).untyped_storage().cuda()\n",

@@ -153,8 +153,9 @@ class LegacyCudaTensorType(Rule):
         # a CUDA default tensor type: a default dtype and a default device (unsafe)
         Example("import torch\nif __name__ == '__main__':\n    torch.set_default_tensor_type('torch.cuda.FloatTensor')\n"
                 "    print(torch.zeros(2))\n",
-                "import torch\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
-                "if __name__ == '__main__':\n    torch.set_default_dtype(torch.float32)\n"
+                "import torch\nif __name__ == '__main__':\n"
+                "    device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+                "    torch.set_default_dtype(torch.float32)\n"
                 "    torch.set_default_device(device)\n    print(torch.zeros(2))\n"),
         # ... and `torch.Tensor(...)`, which followed the type and not a device, a factory
         Example("import torch\ndef setup():\n    torch.set_default_tensor_type(torch.cuda.DoubleTensor)\n"

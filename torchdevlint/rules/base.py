@@ -8,7 +8,6 @@ suite runs, the trigger substrings the prefilter uses, and ``check``.
 from __future__ import annotations
 
 import re
-
 import textwrap
 from dataclasses import dataclass
 from typing import ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -223,10 +222,7 @@ class Context:
                 "a device defined where the script starts (falls back to the CPU)")
         first = a.devices.starts_in_main_guard(anchor) if a.torch_alias is not None else None
         if first is not None:  # every use runs in the main guard: define it there, not at every import
-            row = a.first_line(first)
-            text = a.lines[row - 1]
-            indent = text[:len(text) - len(text.lstrip())]
-            return name, [Edit((row, 0), (row, 0), "".join(indent + x + a.module.default_newline for x in lines))], (
+            return name, [self._lines_at(a.first_line(first), first, lines)], (
                 "a device defined where the script starts (falls back to the CPU)")
         try:
             edits = self.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None)
@@ -237,9 +233,9 @@ class Context:
     def _initialises_at_import(self, anchor: int) -> bool:
         """Whether the module's import asks CUDA anyway where the use at ``anchor`` is: a
         statement of its own top level, run whatever happens, or one under a top-level
-        ``if`` that asks (``if torch.cuda.is_available():``, or a flag that did). There a device defined first
-        adds no query of its own; elsewhere (SRU's kernel set up under its own test) it
-        would."""
+        ``if`` that asks (``if torch.cuda.is_available():``, or a flag that did). There a
+        device defined first adds no query of its own; elsewhere (SRU's kernel set up
+        under its own test) it would."""
         a = self.analysis
         site = next((s for s in a.calls if s.order == anchor), None)
         if site is None or site.line is None:
@@ -261,14 +257,17 @@ class Context:
         """``lines`` at the indentation of ``line`` (an import of ``block``: the main
         guard's, a function's), after it and the imports that directly follow it (a use is
         never among them)."""
-        a = self.analysis
         i = list(block).index(line)
         while i + 1 < len(block) and _is_import_line(block[i + 1]):
             i += 1
-        text = a.lines[a.first_line(line) - 1]
+        return [self._lines_at(self.analysis.range(block[i]).end.line + 1, line, lines)]
+
+    def _lines_at(self, row: int, like: cst.CSTNode, lines: List[str]) -> Edit:
+        """``lines`` inserted before line ``row``, at the indentation of the statement ``like``."""
+        a = self.analysis
+        text = a.lines[a.first_line(like) - 1]
         indent = text[:len(text) - len(text.lstrip())]
-        at = (a.range(block[i]).end.line + 1, 0)
-        return [Edit(at, at, "".join(indent + x + a.module.default_newline for x in lines))]
+        return Edit((row, 0), (row, 0), "".join(indent + x + a.module.default_newline for x in lines))
 
     def local_device_definition(self, site: CallSite) -> Tuple[Optional[str], List[Edit], str]:
         """In a library module, which gets no module-level definition, a device defined
@@ -353,9 +352,9 @@ class Context:
         """A finding on a bare ``.cuda()`` whose fix is ``.to(<device_code>)`` (unsafe:
         it changes placement on purpose), display-only beside a local ``cuda()``."""
         fix = Fix(Applicability.UNSAFE, fix_message, (self.cuda_to_device(site.node, device_code),))
-        return self.violation(site.node, message, self.guarded(fix, site.node))
+        return self.violation(site.node, message, self.guarded(fix))
 
-    def guarded(self, fix: Fix, call: Optional[cst.Call] = None) -> Fix:
+    def guarded(self, fix: Fix) -> Fix:
         """The fix, made display-only when a class of this file defines its own ``cuda``
         (a rewrite to ``.to`` would skip what that method does)."""
         if fix.applicability is Applicability.DISPLAY:

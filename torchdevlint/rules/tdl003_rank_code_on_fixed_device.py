@@ -172,7 +172,7 @@ class RankCodeOnFixedDevice(Rule):
     def _report(self, ctx: Context, site: CallSite, node: cst.CSTNode, why: str, bare: bool,
                 code: str = ".cuda()") -> Violation:
         rank = ctx.analysis.process.local_rank_expr(site)
-        fix = ctx.guarded(self._fix(ctx, site, node, rank, bare), node if isinstance(node, cst.Call) else None)
+        fix = ctx.guarded(self._fix(ctx, site, node, rank, bare))
         shown = ".cuda()" if bare else code
         return ctx.violation(
             node,

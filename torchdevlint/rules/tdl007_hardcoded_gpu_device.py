@@ -287,7 +287,7 @@ class HardcodedGpuDevice(Rule):
                 what = "names a GPU with no CPU fallback:"
             yield ctx.violation(
                 node, f"`{shown}` {what} this code cannot run where CUDA is not available",
-                ctx.guarded(a_fix, node if isinstance(node, cst.Call) else None))
+                ctx.guarded(a_fix))
 
     def _fix(self, ctx: Context, site: CallSite, node: cst.CSTNode, rewrite: "_Rewrite") -> Fix:
         a = ctx.analysis

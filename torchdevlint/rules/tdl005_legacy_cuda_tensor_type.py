@@ -543,10 +543,10 @@ _DATA_METHODS = frozenset({"numpy", "tolist"})
 def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0,
                   site: Optional[CallSite] = None) -> Optional[str]:
     """Whether the one argument of a legacy constructor is a size ("size": an int,
-    `x.size(0)`, `x.shape[1:]`, `len(x)`, `int(x)`, `t.item()`, arithmetic of those) or data ("data": a list,
-    tuple or comprehension, a numpy array, `t.numpy()`), looking through a name to the
-    binding in force at ``site`` (or its only one); None when it could be either (an
-    unknown name, a parameter)."""
+    `x.size(0)`, `x.shape[1:]`, `len(x)`, `int(x)`, `t.item()`, arithmetic of those) or
+    data ("data": a list, tuple or comprehension, a numpy array, `t.numpy()`), looking
+    through a name to the binding in force at ``site`` (or its only one); None when it
+    could be either (an unknown name, a parameter)."""
     if isinstance(value, cst.Integer):
         return "size"
     if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):

@@ -467,12 +467,12 @@ def _flag_choice(a, expr: cst.IfExp) -> Optional[_Rewrite]:
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test, negated = test.expression, True
     if isinstance(test, cst.Name):  # use_cuda = not args.no_cuda (its one assignment in the file)
-        values = a.devices.flag_values(test.value)
-        m = re.fullmatch(r"(not\s+)?(\w+)\.(\w+)", values[0].strip()) if len(values) == 1 else None
-        if m is None or m.group(2) not in N.CONFIG_NAMES:
+        derived = _derived_flag(a, test.value)
+        if derived is None or derived[0] not in N.CONFIG_NAMES:
             return None
-        default = _flag_default(a, m.group(2), m.group(3))
-        default = None if default is None else default != bool(m.group(1))
+        config, name, negated_there = derived
+        default = _flag_default(a, config, name)
+        default = None if default is None else default != negated_there
     else:
         config = test.value if isinstance(test, cst.Attribute) else None
         if isinstance(config, cst.Attribute) and isinstance(config.value, cst.Name) and config.value.value == "self":
@@ -493,13 +493,20 @@ def _flag_default(a, config: str, name: str, depth: int = 0) -> Optional[bool]:
     default = _option_default(a, name)
     if default is None and name.lower() in _CPU_FLAGS and not _declares_options(a):
         default = False
-    values = a.devices.flag_values(f"{config}.{name}") if default is None and depth < 2 else ()
-    if len(values) == 1:
-        m = re.fullmatch(rf"(not\s+)?{re.escape(config)}\.(\w+)", values[0].strip())
-        derived = _flag_default(a, config, m.group(2), depth + 1) if m else None
-        if derived is not None:
-            default = derived != bool(m.group(1))  # type: ignore[union-attr]
+    derived = _derived_flag(a, f"{config}.{name}") if default is None and depth < 2 else None
+    if derived is not None and derived[0] == config:
+        value = _flag_default(a, config, derived[1], depth + 1)
+        if value is not None:
+            default = value != derived[2]
     return default
+
+
+def _derived_flag(a, flag: str) -> Optional[Tuple[str, str, bool]]:
+    """``(config, name, negated)`` when the one assignment of ``flag`` in the file is
+    ``<config>.<name>`` or ``not <config>.<name>`` (``opt.cuda = not opt.no_cuda``)."""
+    values = a.devices.flag_values(flag)
+    m = re.fullmatch(r"(not\s+)?(\w+)\.(\w+)", values[0].strip()) if len(values) == 1 else None
+    return (m.group(2), m.group(3), bool(m.group(1))) if m else None
 
 
 # flags that ask for the CPU by their name: off unless given

@@ -123,8 +123,8 @@ class CudaOnlyCall(Rule):
         else model` (plain batch norms on the CPU), and the process count
         `torch.cuda.device_count() or 1` (one process on the CPU; the same count with
         GPUs), pinning `x.pin_memory() if torch.cuda.is_available() else x` and
-        `pin_memory=torch.cuda.is_available()`, all unsafe; with TDL007's fallbacks of the rank's placements, a DDP program
-        then runs on the CPU too.
+        `pin_memory=torch.cuda.is_available()`, all unsafe; with TDL007's fallbacks of
+        the rank's placements, a DDP program then runs on the CPU too.
 
         Display-only when the result is kept (`start = torch.cuda.Event(enable_timing=True)`,
         `return torch.cuda.current_device()`: what uses it needs a CPU path written by

@@ -21,7 +21,7 @@ one of its tokens). A token is one of:
   ``devices.gpu_placements`` reads them: ``x.cuda(0)`` (or ``device=0``), or a ``"cuda"``
   / ``"cuda:N"`` string (either side of a conditional expression included) as a call's
   first positional argument (``torch.device("cuda")``, ``x.to("cuda:0")``, whatever the
-  function's name), its ``device=`` or its ``map_location=``;
+  function's name), its ``device=`` or its ``map_location=`` (a dict's values too);
 - ``thread:cuda``: a function that may run on a thread uses CUDA's implicit device, as
   TDL104 reads it: a ``def`` named in (or a lambda in) the arguments of what hands
   functions to threads (``Thread``, an executor method, ``run_in_executor``,
@@ -443,7 +443,9 @@ def _places_on_gpu(last: Optional[str], args: Sequence[ast.AST], keywords: Seque
         if type(index) is ast.Constant and type(index.value) is int:  # type: ignore[attr-defined]
             return True
     return (bool(positional) and _gpu_literal(positional[0])) or any(
-        k.arg in ("device", "map_location") and _gpu_literal(k.value) for k in keywords)
+        k.arg in ("device", "map_location") and _gpu_literal(k.value) for k in keywords) or any(
+        k.arg == "map_location" and type(k.value) is ast.Dict and any(
+            v is not None and _gpu_literal(v) for v in k.value.values) for k in keywords)  # type: ignore[attr-defined]
 
 
 def _gpu_literal(node: ast.AST) -> bool:

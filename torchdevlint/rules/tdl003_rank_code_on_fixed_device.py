@@ -120,6 +120,13 @@ class RankCodeOnFixedDevice(Rule):
             "import torch\nimport torch.multiprocessing as mp\ndef worker(rank):\n"
             "    return torch.load('ckpt.pt', map_location=torch.device(\"cuda\", rank))\nmp.spawn(worker, nprocs=2)\n",
         ),
+        # ... or maps its GPU 0 storages to GPU 0 (a location map takes strings)
+        Example(
+            "import torch\nimport torch.multiprocessing as mp\ndef worker(rank):\n"
+            "    return torch.load('ckpt.pt', map_location={'cuda:1': 'cuda:0'})\nmp.spawn(worker, nprocs=2)\n",
+            "import torch\nimport torch.multiprocessing as mp\ndef worker(rank):\n"
+            "    return torch.load('ckpt.pt', map_location={'cuda:1': f\"cuda:{rank}\"})\nmp.spawn(worker, nprocs=2)\n",
+        ),
         Example(
             "import os\nimport torch\nlocal_rank = int(os.environ['LOCAL_RANK'])\n"
             "x = torch.zeros(2, device='cuda:0')\n",
@@ -193,6 +200,9 @@ class RankCodeOnFixedDevice(Rule):
         device = f'{torch}.device("cuda", {rank})'
         if isinstance(node, cst.Call) and site.method == "cuda":
             edits.append(ctx.cuda_to_device(node, device))
+        elif _mapped_location(site, node):  # a load's location map takes strings only
+            device = f'f"cuda:{{{rank}}}"'
+            edits = [ctx.replace(node, device)]
         else:
             edits.append(ctx.replace(node, device))
         return Fix(Applicability.UNSAFE, f"Use the rank's device `{device}`", tuple(edits))
@@ -226,3 +236,11 @@ class RankCodeOnFixedDevice(Rule):
                    f"Bind each process's GPU first in `{worker.name}` (`torch.cuda.set_device({rank} % "
                    f"torch.cuda.device_count())`, its first parameter is the local rank) and use `.to({name})` "
                    f"({why})", tuple(edits), defines)
+
+
+def _mapped_location(site: CallSite, node: cst.CSTNode) -> bool:
+    """A value of a load's ``map_location={"cuda:1": "cuda:0"}``: torch maps location
+    strings to location strings there (a ``torch.device`` fails as it restores)."""
+    arg = site.keyword("map_location")
+    return (arg is not None and isinstance(arg.value, cst.Dict)
+            and any(isinstance(e, cst.DictElement) and e.value is node for e in arg.value.elements))

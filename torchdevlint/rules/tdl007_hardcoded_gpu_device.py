@@ -40,7 +40,8 @@ class HardcodedGpuDevice(Rule):
         process group's `device_id=torch.device("cuda", rank)` (so does the CPU there:
         none without CUDA), `.to("cuda")`, a
         `device="cuda:0"` argument (`torch.zeros(2, device="cuda")`), a load's
-        `map_location="cuda:0"` ("Attempting to deserialize object on a CUDA device"), a device string built
+        `map_location="cuda:0"` (or a location map's value: "Attempting to deserialize object
+        on a CUDA device"), a device string built
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
         used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound),
@@ -258,6 +259,17 @@ class HardcodedGpuDevice(Rule):
                 "    model.load_state_dict(torch.load(path, map_location='cuda:0'))\n",
                 "import torch\n\n\ndef resume(model, path):\n"
                 "    model.load_state_dict(torch.load(path, map_location='cuda:0' if torch.cuda.is_available() else 'cpu'))\n"),
+        # ... or onto the rank's GPU (the DDP tutorial's location map: its values)
+        Example("import torch\n\n\ndef resume(model, path, rank):\n"
+                "    model.load_state_dict(torch.load(path, map_location={'cuda:%d' % 0: 'cuda:%d' % rank}))\n",
+                "import torch\n\n\ndef resume(model, path, rank):\n"
+                "    model.load_state_dict(torch.load(path, map_location={'cuda:%d' % 0: 'cuda:%d' % rank "
+                "if torch.cuda.is_available() else 'cpu'}))\n"),
+        Example("import torch\n\n\ndef demo(model, rank):\n    map_location = {'cuda:%d' % 0: 'cuda:%d' % rank}\n"
+                "    model.load_state_dict(torch.load('ckpt', map_location=map_location))\n",
+                "import torch\n\n\ndef demo(model, rank):\n"
+                "    map_location = {'cuda:%d' % 0: 'cuda:%d' % rank if torch.cuda.is_available() else 'cpu'}\n"
+                "    model.load_state_dict(torch.load('ckpt', map_location=map_location))\n"),
         # a command line's default: what the script does when run as written
         Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
                 "parser.add_argument('--device', default='cuda')\nargs = parser.parse_args()\n"
@@ -401,12 +413,18 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
             if flag is not None:  # torch.device("cpu" if args.cpu else "cuda")
                 found.append((site, value, flag))
             elif (_gpu_string(value) and site.qualname != "torch.device") or _rank_index(a, site, value):
-                found.append((site, value, _Rewrite("expression", quote=_quote(site))))  # f"cuda:{k}", .to(rank)
+                found.append((site, value, _Rewrite("expression", quote=_quote(site, value))))  # f"cuda:{k}", .to(rank)
             elif isinstance(value, cst.Name):  # device = "cuda" ... .to(device)
                 choice = _held_string(a, site, value.value)
                 if choice is not None and choice[0].node not in held:
                     held.add(choice[0].node)
                     found.append(choice)
+                location = held_value(a, site, value.value) if site.keyword("map_location") is not None else None
+                if location is not None and isinstance(location.node, cst.Dict) and location.node not in held:
+                    held.add(location.node)  # map_location = {"cuda:0": "cuda:%d" % rank} (the DDP tutorial)
+                    found += [(location, e.value, _Rewrite("expression", quote=_quote_of(e.value) or '"'))
+                              for e in location.node.elements
+                              if isinstance(e, cst.DictElement) and _gpu_string(e.value)]
     return found
 
 
@@ -632,14 +650,22 @@ def _gpu_string(expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _quote(site: CallSite) -> str:
-    """The quote the call's own strings use (for the ``"cpu"`` the fix writes)."""
-    for arg in site.node.args:
-        value = arg.value
-        if isinstance(value, cst.SimpleString):
-            return value.quote[-1]
-        if isinstance(value, cst.FormattedString):
-            return value.start[-1]
-        if isinstance(value, cst.BinaryOperation) and isinstance(value.left, cst.SimpleString):
-            return value.left.quote[-1]
+def _quote(site: CallSite, value: Optional[cst.BaseExpression] = None) -> str:
+    """The quote of the device string itself, else of the call's own strings (for the
+    ``"cpu"`` the fix writes)."""
+    for found in [value] + [arg.value for arg in site.node.args]:
+        quote = _quote_of(found)
+        if quote is not None:
+            return quote
     return '"'
+
+
+def _quote_of(value: Optional[cst.BaseExpression]) -> Optional[str]:
+    """The quote a string (a literal, an f-string, ``"cuda:%d" % k``) is written with."""
+    if isinstance(value, cst.SimpleString):
+        return value.quote[-1]
+    if isinstance(value, cst.FormattedString):
+        return value.start[-1]
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.left, cst.SimpleString):
+        return value.left.quote[-1]
+    return None

@@ -415,16 +415,12 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
             elif (_gpu_string(value) and site.qualname != "torch.device") or _rank_index(a, site, value):
                 found.append((site, value, _Rewrite("expression", quote=_quote(site, value))))  # f"cuda:{k}", .to(rank)
             elif isinstance(value, cst.Name):  # device = "cuda" ... .to(device)
-                choice = _held_string(a, site, value.value)
-                if choice is not None and choice[0].node not in held:
-                    held.add(choice[0].node)
-                    found.append(choice)
-                location = held_value(a, site, value.value) if site.keyword("map_location") is not None else None
-                if location is not None and isinstance(location.node, cst.Dict) and location.node not in held:
-                    held.add(location.node)  # map_location = {"cuda:0": "cuda:%d" % rank} (the DDP tutorial)
-                    found += [(location, e.value, _Rewrite("expression", quote=_quote_of(e.value) or '"'))
-                              for e in location.node.elements
-                              if isinstance(e, cst.DictElement) and _gpu_string(e.value)]
+                bound = held_value(a, site, value.value)
+                devices = (_held_devices(a, bound, location=site.keyword("map_location") is not None)
+                           if bound is not None and bound.node not in held else [])
+                if devices:
+                    held.add(bound.node)  # type: ignore[union-attr]
+                    found += devices
     return found
 
 
@@ -597,17 +593,20 @@ def _cuda_text(value: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-def _held_string(a, site: CallSite, name: str) -> Optional[Tuple[Held, cst.CSTNode, "_Rewrite"]]:
-    """The GPU string literal (or choice on a flag, ``_flag_choice``) that ``name``, used
-    as a device at ``site``, holds (``device = "cuda:0"``, ``device = "cpu" if args.cpu
-    else "cuda"``): where it is bound, once for every use."""
-    held = held_value(a, site, name)
-    value = held.node if held is not None else None
-    text = _cuda_text(value) if value is not None else None
+def _held_devices(a, held: Held, location: bool) -> List[Tuple[Held, cst.CSTNode, "_Rewrite"]]:
+    """What a name used as a device holds, where it is bound (once for every use): a GPU
+    string literal (``device = "cuda:0"``), a choice on a flag (``_flag_choice``: ``device
+    = "cpu" if args.cpu else "cuda"``), or, used as a load's ``location``, a location
+    map's GPU values (``map_location = {"cuda:0": "cuda:%d" % rank}``, the DDP tutorial)."""
+    value = held.node
+    if location and isinstance(value, cst.Dict):
+        return [(held, e.value, _Rewrite("expression", quote=_quote_of(e.value) or '"'))
+                for e in value.elements if isinstance(e, cst.DictElement) and _gpu_string(e.value)]
+    text = _cuda_text(value)
     flag = _flag_choice(a, value) if isinstance(value, cst.IfExp) else None
     if text is None and flag is None:
-        return None
-    return held, value, flag or _Rewrite("literal", text, value.quote[-1])  # type: ignore[union-attr,arg-type,return-value]
+        return []
+    return [(held, value, flag or _Rewrite("literal", text, value.quote[-1]))]  # type: ignore[union-attr,arg-type]
 
 
 def _gpu_literal(site: CallSite) -> Optional[_Rewrite]:

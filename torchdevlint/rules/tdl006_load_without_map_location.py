@@ -54,7 +54,9 @@ class LoadWithoutMapLocation(Rule):
         Always **unsafe**: where the tensors land changes on purpose. With a device bound
         in scope (the names TDL004 recognises), `map_location=<that device>`. Without
         one, `map_location="cpu"` where the result only feeds `load_state_dict`
-        (directly, or through a name used only there): `load_state_dict` copies into
+        (directly, or through a name used only there, but for its metadata: a membership
+        test `'version' in ckpt`, an entry read by its key for a message,
+        `print(ckpt['version'])`, `f"{ckpt['epoch']}"`): `load_state_dict` copies into
         the model's own tensors wherever they live, so the CPU detour changes nothing
         but the peak GPU memory. Otherwise, in a script that places work on the GPU
         itself (a bare `.cuda()`, a legacy CUDA type), `map_location=device` with the
@@ -102,6 +104,15 @@ class LoadWithoutMapLocation(Rule):
                 "import torch\ndef main(src, dst):\n    ckpt = torch.load(src, map_location=\"cpu\")\n    ckpt['meta'] = 1\n"
                 "    torch.save(ckpt, dst)\nif __name__ == '__main__':\n    main('a.pt', 'b.pt')\n"),
         Example("from torch import jit\nm = jit.load('m.pt')\n", "from torch import jit\nm = jit.load('m.pt', map_location=\"cpu\")\n"),
+        # a checkpoint's metadata read for a message: still only state dicts are loaded
+        Example("import torch\n\n\ndef load(gan, path):\n    data = torch.load(path)\n    if 'version' in data:\n"
+                "        print(f\"loading from version {data['version']}\")\n    gan.load_state_dict(data['GAN'])\n",
+                "import torch\n\n\ndef load(gan, path):\n    data = torch.load(path, map_location=\"cpu\")\n"
+                "    if 'version' in data:\n        print(f\"loading from version {data['version']}\")\n"
+                "    gan.load_state_dict(data['GAN'])\n"),
+        # ... but an entry the code goes on with (display: no device is bound here)
+        Example("import torch\n\n\ndef load(gan, path):\n    data = torch.load(path)\n    print(data['version'])\n"
+                "    gan.load_state_dict(data['GAN'])\n    return data['ema']\n", None),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -179,9 +190,14 @@ def _is_load_state_dict(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict"
 
 
+_MESSAGES = frozenset({"print", "debug", "info", "warning", "warn", "error", "log", "write"})
+
+
 class _Uses(cst.CSTVisitor):
     """Counts the uses of a name inside ``load_state_dict(...)`` arguments (bare or
-    subscripted) and everywhere else."""
+    subscripted) and everywhere else but where a checkpoint's metadata is read: a
+    membership test (``'version' in ckpt``), an entry read by its key for a message
+    (``print(ckpt['version'])``, ``f"{ckpt['epoch']}"``, ``logger.info(...)``)."""
 
     def __init__(self, name: str):
         self.name = name
@@ -198,7 +214,22 @@ class _Uses(cst.CSTVisitor):
                 if isinstance(value, cst.Name) and value.value == self.name and arg.keyword is None:
                     self.feeding += 1
                     self._ok.add(id(value))
+        func = node.func
+        called = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        if called in _MESSAGES:
+            for arg in node.args:
+                walk(arg.value, _KeyReads(self.name, self._ok))
         return True
+
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
+        walk(node.expression, _KeyReads(self.name, self._ok))
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        for target in node.comparisons:
+            value = target.comparator
+            if isinstance(target.operator, (cst.In, cst.NotIn)) and isinstance(value, cst.Name) \
+                    and value.value == self.name:
+                self._ok.add(id(value))
 
     def visit_Name(self, node: cst.Name) -> None:
         if node.value == self.name and id(node) not in self._ok:
@@ -207,3 +238,15 @@ class _Uses(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> Optional[bool]:
         walk(node.value, self)  # `x.name` is an attribute, not a use of the name
         return False
+
+
+class _KeyReads(cst.CSTVisitor):
+    """Marks ``name['key']`` reads (a string key) as harmless: metadata for a message."""
+
+    def __init__(self, name: str, ok: set):
+        self.name, self.ok = name, ok
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if isinstance(node.value, cst.Name) and node.value.value == self.name and all(
+                isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.SimpleString) for e in node.slice):
+            self.ok.add(id(node.value))

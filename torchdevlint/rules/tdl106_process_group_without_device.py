@@ -32,7 +32,8 @@ class ProcessGroupWithoutDevice(Rule):
         `with torch.cuda.device(...)` block, a per-process `CUDA_VISIBLE_DEVICES`
         assignment, or a helper whose name says it binds one (`select_device`,
         `setup_device` ...). Quiet when the backend is computed elsewhere (unknowable
-        here) or `**kwargs` may carry `device_id`.
+        here), when `**kwargs` may carry `device_id`, and for a group of one process
+        (`world_size=1`: no other rank shares GPU 0 with it).
     """
     why = """
         NCCL builds each rank's communicator on the current device. A rank that never
@@ -88,6 +89,8 @@ class ProcessGroupWithoutDevice(Rule):
         "    dist.init_process_group(backend)\n",
         "import torch.distributed as dist\ndef init(args):\n    args.dist_backend = 'gloo'\n"
         "    dist.init_process_group(backend=args.dist_backend)\n",
+        # a group of one process (SyncBatchNorm on a single GPU)
+        "import torch.distributed as dist\ndef init():\n    dist.init_process_group('nccl', rank=0, world_size=1)\n",
     )
     INVALID = (
         Example(
@@ -128,7 +131,7 @@ class ProcessGroupWithoutDevice(Rule):
         for site in a.calls:
             if site.qualname not in N.INIT_PROCESS_GROUP_TORCH or site.has_star_args:
                 continue
-            if site.keyword("device_id") is not None:
+            if site.keyword("device_id") is not None or _one_process(site):
                 continue
             backend = site.keyword("backend") or site.positional(0)
             if not self._is_nccl(ctx, backend.value if backend is not None else None, site):
@@ -207,3 +210,10 @@ class ProcessGroupWithoutDevice(Rule):
         torch, edits = ctx.torch_for(site)
         keyword = ctx.add_keyword(call, f'device_id={torch}.device("cuda", {rank})')
         return None if keyword is None else edits + keyword
+
+
+def _one_process(site: CallSite) -> bool:
+    """A group of one process (``world_size=1``, as lightweight-gan opens one for
+    SyncBatchNorm on a single GPU): no other rank to share GPU 0 with."""
+    size = site.keyword("world_size")
+    return size is not None and isinstance(size.value, cst.Integer) and size.value.evaluated_value == 1

@@ -32,8 +32,8 @@ one of its tokens). A token is one of:
 - ``bare:NAME``: a call of a method NAME with no device: no positional argument (or
   ``None``), no ``device=`` but ``None``, no ``*args``/``**kwargs`` (``x.cuda()``,
   ``x.cuda(non_blocking=True)``; not ``x.cuda(0)``), as ``facts.is_bare_cuda`` reads it;
-- ``stmt:DOTTED``: a call that is a statement of its own and whose function may resolve
-  to DOTTED (as ``qual:`` resolves);
+- ``stmt:DOTTED``: a call that is a statement of its own (or an assertion's whole
+  test) and whose function may resolve to DOTTED (as ``qual:`` resolves);
 - ``nomap@N:DOTTED``: a call whose function may resolve to DOTTED, with neither
   ``map_location=`` nor more than N positional arguments, nor ``*args``/``**kwargs``;
 - ``text:TEST``: the module's text passes ``TEXT_TESTS[TEST]`` (for what the analysis
@@ -248,9 +248,10 @@ class CodeWords:
                     bare.add(last)
                 if not any(k.arg == "map_location" for k in keywords):
                     unmapped.append((func, len(args)))
-            elif kind is ast.Expr:
-                if type(node.value) is ast.Call:  # type: ignore[attr-defined]
-                    statements.append(node.value.func)  # type: ignore[attr-defined]
+            elif kind is ast.Expr or kind is ast.Assert:
+                value = node.value if kind is ast.Expr else node.test  # type: ignore[attr-defined]
+                if type(value) is ast.Call:
+                    statements.append(value.func)  # type: ignore[attr-defined]
             elif kind is ast.Constant:
                 value = node.value  # type: ignore[attr-defined]
                 if type(value) is str and len(value) <= _LONGEST:

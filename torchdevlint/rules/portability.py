@@ -57,7 +57,7 @@ def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: b
     stops the code without CUDA counts (an assertion, an early exit under ``if not
     ...is_available()``); a flag or a conditional device does not keep a CUDA-only call
     from raising."""
-    return ((site.line is not None or with_item) and not _chosen_conditionally(ctx, site, node)
+    return ((site.line is not None or with_item) and not chosen_conditionally(ctx, site, node)
             and not _asks_for_cuda(ctx, site, stops_only))
 
 
@@ -131,7 +131,7 @@ def stands_alone(site: CallSite) -> bool:
     return isinstance(stmt, (cst.Assign, cst.AnnAssign, cst.Return)) and stmt.value is site.node
 
 
-def _chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> bool:
+def chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> bool:
     """Under an ``if``/``elif``/``else`` or a ``match`` case (``if backend == "nccl": d =
     torch.device("cuda")``), or one side of a conditional expression or of ``and``/``or``
     (``current() or torch.device("cuda")``, ``.to("cuda" if gpu else "cpu")``): the author
@@ -183,8 +183,18 @@ def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
         return True
     if fn is not None and _module_stops(ctx):
         return True
-    scope = site.scope
-    while scope is not None:  # `class CudaTimer`, `def _replay_cuda_graph`, `@requires_gpu`
+    if meant_for_gpus(ctx, site.scope):
+        return True
+    line = a.range(site.node).start.line
+    return any(header.startswith(("if ", "elif ")) and any(word in header for word in ASKS)
+               for _, header in a.devices.outline.headers(line, 1))
+
+
+def meant_for_gpus(ctx: Context, scope: Optional[Scope]) -> bool:
+    """Whether ``scope`` or one around it is a function or class named or decorated for
+    CUDA or a GPU (``class CudaTimer``, ``def _replay_cuda_graph``, ``@requires_gpu``)."""
+    a = ctx.analysis
+    while scope is not None:
         node = scope.node
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and any(
                 word in part for part in [node.name.value.lower()] + [a.code(d.decorator).lower()
@@ -192,9 +202,7 @@ def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
                 for word in _GPU_WORDS):
             return True
         scope = scope.parent
-    line = a.range(site.node).start.line
-    return any(header.startswith(("if ", "elif ")) and any(word in header for word in ASKS)
-               for _, header in a.devices.outline.headers(line, 1))
+    return False
 
 
 def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool) -> bool:

@@ -58,7 +58,8 @@ class HardcodedGpuDevice(Rule):
         tell the CPU from CUDA itself (`if device.type == "cpu":`), outside functions and
         classes named or decorated for CUDA or a GPU, and outside modules that stop as
         they are imported without CUDA (`assert torch.cuda.is_available()` at their top
-        level: GPU-only by the author's word). Per-rank code too (`.cuda(rank)`,
+        level: GPU-only by the author's word, until TDL008 removes the assertion, as a
+        migration does in the same `fix`). Per-rank code too (`.cuda(rank)`,
         `f"cuda:{local_rank}"`): with TDL008's fallback of the NCCL backend to gloo, a
         DDP program runs on the CPU as well. Not a rank-independent device in per-rank
         code (TDL003's bug: its fix comes first), nor an implicit bare `.cuda()`

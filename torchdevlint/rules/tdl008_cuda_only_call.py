@@ -10,9 +10,10 @@ import libcst as cst
 
 from .. import names as N
 from ..analysis import CallSite
-from ..model import Applicability, Fix, Violation
+from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import guard_statement, held_value, stands_alone, torch_for_test, unconditional
+from .portability import (chosen_conditionally, guard_statement, held_value, meant_for_gpus, stands_alone,
+                          torch_for_test, unconditional)
 
 
 # besides ``names.CUDA_ONLY``: a device block, a rank's ``set_device``, SyncBatchNorm, a
@@ -31,20 +32,21 @@ class CudaOnlyCall(Rule):
     name = "cuda-only-call"
     summary = ("a `torch.cuda` call that raises without CUDA (`synchronize()`, `Event`, `current_device()`, a "
                "rank's `set_device`), an NCCL process group, SyncBatchNorm, one process per GPU, pinned memory, "
-               "with nothing checking for CUDA (opt-in)")
+               "with nothing checking for CUDA; `assert torch.cuda.is_available()` (opt-in)")
     opt_in = True
     triggers = ("cuda", "nccl", "SyncBatchNorm", "pin_memory")
     also_requires = ("synchronize", "Event", "Stream", "current_device", "get_device_", "current_stream",
                      "default_stream", "CUDAGraph", "reset_", "ipc_collect", "get_rng_state", "mem_get_info",
                      "memory_summary", "init", "set_per_process_memory_fraction", "nvtx", "device(", "set_device",
-                     "convert_sync_batchnorm", "spawn", "start_processes", "pin_memory")
+                     "convert_sync_batchnorm", "spawn", "start_processes", "pin_memory", "is_available")
     # the gate on the code (`with torch.cuda.device(k):` is a call of it too)
-    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO)) + ("call:pin_memory", "name:pin_memory"),)
+    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO))
+             + ("call:pin_memory", "name:pin_memory", "stmt:torch.cuda.is_available"),)
     fixable = "sometimes"
     fix_summary = ("the statement under `if torch.cuda.is_available():` (unsafe) when it is an expression "
                    "statement, a device block's index `k if torch.cuda.is_available() else -1` (a no-op), the "
-                   "backend `\"nccl\" if torch.cuda.is_available() else \"gloo\"`, pinning only when CUDA is available; "
-                   "else display")
+                   "backend `\"nccl\" if torch.cuda.is_available() else \"gloo\"`, pinning only when CUDA is available, "
+                   "`assert torch.cuda.is_available()` removed; else display")
     what = """
         A call of a `torch.cuda` function that raises where CUDA is not available
         ("Torch not compiled with CUDA enabled"): `synchronize()`, `current_device()`,
@@ -79,6 +81,18 @@ class CudaOnlyCall(Rule):
         `DataLoader`'s `pin_memory=True` (it warns and does not pin), nor `.pin_memory()`
         in a module whose classes define their own (a custom batch's: the loader calls it
         only when it pins).
+
+        An assertion that CUDA is there, `assert torch.cuda.is_available()` (with a
+        message or not), that runs whatever happens (at a module's top level, in a
+        function; not under an `if`: `if args.cuda: assert ...` checks what the user
+        asked for; not in a `try`; not a count, `assert torch.cuda.device_count() >= 2`,
+        a requirement of its own; not in a function or class named or decorated for
+        GPUs): the program stops
+        on the CPU by the author's word, though its code could run there. While it
+        stands, TDL007 takes the module (or function) for GPU-only and names none of its
+        GPUs; once it is removed, TDL007 gives them their CPU fallbacks (in the same
+        `fix`). An explicit `raise` under `if not torch.cuda.is_available():` is kept: in
+        a library it guards kernels that need CUDA (a quantizer, a fused optimizer).
 
         Entering `with torch.cuda.device(k):` raises too (not `torch.cuda.device_of(t)`,
         nor a negative index or `None`: no-ops; nor a tensor's `.device`: the block
@@ -124,7 +138,10 @@ class CudaOnlyCall(Rule):
         `torch.cuda.device_count() or 1` (one process on the CPU; the same count with
         GPUs), pinning `x.pin_memory() if torch.cuda.is_available() else x` and
         `pin_memory=torch.cuda.is_available()`, all unsafe; with TDL007's fallbacks of
-        the rank's placements, a DDP program then runs on the CPU too.
+        the rank's placements, a DDP program then runs on the CPU too. An assertion that
+        CUDA is available is removed (`pass` where it is its block's only statement;
+        unsafe: without CUDA the program goes on, on the CPU, instead of stopping; with
+        CUDA nothing changes but one query less).
 
         Display-only when the result is kept (`start = torch.cuda.Event(enable_timing=True)`,
         `return torch.cuda.current_device()`: what uses it needs a CPU path written by
@@ -184,6 +201,14 @@ class CudaOnlyCall(Rule):
         "import torch\nclass Batch:\n    def pin_memory(self):\n        self.inp = self.inp.pin_memory()\n        return self\n"
         "def collate(b):\n    return Batch(b).pin_memory()\n",
         "import torch\ndef f(x, pin):\n    if pin:\n        x = x.pin_memory()\n    return x\n",
+        # an assertion of what the user asked for, of a count, in a test meant for GPUs
+        "import torch\ndef main(args):\n    if args.cuda:\n        assert torch.cuda.is_available(), 'no GPU'\n",
+        "import torch\nassert torch.cuda.device_count() >= 2, 'needs two GPUs'\n",
+        "import torch\ndef test_gpu_kernel():\n    assert torch.cuda.is_available()\n    return 1\n",
+        "import torch\ndef f():\n    assert not torch.cuda.is_available()\n    ok = torch.cuda.is_available()\n"
+        "    assert ok\n",
+        "import torch\ntry:\n    assert torch.cuda.is_available()\n    GPU = True\nexcept AssertionError:\n"
+        "    GPU = False\n",
     )
     INVALID = (
         Example("import time\nimport torch\n\n\ndef timed(step, batch):\n    start = time.time()\n"
@@ -278,6 +303,15 @@ class CudaOnlyCall(Rule):
                 "    return [t.pin_memory().to(device, non_blocking=True) for t in batch]\n",
                 "import torch\n\n\ndef prefetch(batch, device):\n"
                 "    return [(t.pin_memory() if torch.cuda.is_available() else t).to(device, non_blocking=True) for t in batch]\n"),
+        # an assertion that CUDA is there: removed (the module's GPUs are then TDL007's)
+        Example("import torch\n\nassert torch.cuda.is_available(), 'You need an Nvidia GPU with CUDA installed.'\n\n\n"
+                "class Trainer:\n    def __init__(self, rank):\n        self.net = torch.nn.Linear(2, 2).cuda(rank)\n",
+                "import torch\n\n\nclass Trainer:\n    def __init__(self, rank):\n"
+                "        self.net = torch.nn.Linear(2, 2).cuda(rank)\n"),
+        Example("import torch\n\n\ndef init_distributed():\n    assert torch.cuda.is_available(), (\n"
+                "        'Distributed mode requires CUDA.')\n\n\ndef setup(rank):\n"
+                "    assert torch.cuda.is_available()  # GPUs only\n    return rank\n",
+                "import torch\n\n\ndef init_distributed():\n    pass\n\n\ndef setup(rank):\n    return rank\n"),
         # a library's module level: the test would run at every import (display)
         Example("import torch\nCAPABILITY = torch.cuda.get_device_capability()\n"),
         Example("import torch\ntorch.cuda.synchronize()\n"),
@@ -288,6 +322,12 @@ class CudaOnlyCall(Rule):
         entered = _entered_device_blocks(a)
         counted = set()  # a count or a backend that two calls read is reported once, where it is bound
         for site in a.calls:
+            assertion = _cuda_assertion(ctx, site)
+            if assertion is not None:  # assert torch.cuda.is_available() -> removed
+                yield ctx.violation(
+                    assertion, f"`assert {a.code(site.node)}` stops the program where CUDA is not available: "
+                               "nothing after it runs on the CPU", self._remove(ctx, site))
+                continue
             block = site.node in entered
             named = _nccl_backend(a, site)
             backend = named[1] if named is not None else None
@@ -344,6 +384,23 @@ class CudaOnlyCall(Rule):
             else:
                 yield ctx.violation(site.node, f"`{func}()` {_NEEDS}", self._fix(ctx, site))
 
+    def _remove(self, ctx: Context, site: CallSite) -> Fix:
+        """The assertion's lines removed (``pass`` where it is its block's only statement)."""
+        message = "Remove the assertion: without CUDA the code runs on the CPU (with the migration's CPU fallbacks)"
+        a = ctx.analysis
+        line = site.line
+        assert line is not None  # (an assertion's test: a statement line)
+        if len(line.body) > 1:
+            return Fix(Applicability.DISPLAY, f"{message} (display only: the line holds other statements: "
+                                              "split it first)")
+        first, last = a.first_line(line), a.range(line).end.line
+        if _alone_in_block(a, line):
+            return Fix(Applicability.UNSAFE, message, (ctx.replace(line.body[0], "pass"),))
+        if 1 < first and last < len(a.lines) and not a.lines[first - 2].strip() and not a.lines[last].strip():
+            last += 1  # between blank lines: one of them goes too
+        seen = "\n".join(a.lines[first - 1:last])
+        return Fix(Applicability.UNSAFE, message, (Edit((first, 0), (last + 1, 0), "", seen),))
+
     def _one_process(self, ctx: Context, site: CallSite, count: cst.Call) -> Fix:
         """``torch.cuda.device_count()`` -> ``torch.cuda.device_count() or 1`` (an
         assignment's value or ``nprocs``: no parentheses needed): one process, on the CPU,
@@ -390,6 +447,36 @@ class CudaOnlyCall(Rule):
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
         return Fix(Applicability.UNSAFE, message, tuple(imports) + (guard_statement(ctx, line, torch),))
+
+
+def _cuda_assertion(ctx: Context, site: CallSite) -> Optional[cst.Assert]:
+    """``assert torch.cuda.is_available()`` (a message or not), as a statement of its own
+    that runs whatever happens (not under an ``if``: ``if args.cuda: assert ...`` checks
+    what the user asked for; not in a ``try``, whose handler may catch it), outside
+    functions and classes named or decorated for GPUs: the code stops without CUDA by
+    the author's word alone. Not a count or a combined test (``assert
+    torch.cuda.device_count() >= 2``: a requirement of its own)."""
+    line = site.line
+    if (site.qualname != "torch.cuda.is_available" or site.node.args or line is None
+            or not isinstance(line.body[0], cst.Assert) or line.body[0].test is not site.node):
+        return None
+    if chosen_conditionally(ctx, site, site.node) or meant_for_gpus(ctx, site.scope) or any(
+            part in ("try", "handler") for _, part in site.cond):  # (an AssertionError the code catches)
+        return None
+    return line.body[0]
+
+
+def _alone_in_block(a, line: cst.SimpleStatementLine) -> bool:
+    """Whether ``line`` is the only statement of an indented block (removing it would
+    leave the block empty)."""
+    for stmt in a.statements:
+        parts = [stmt] + [c for c in stmt.children if isinstance(c, (cst.Else, cst.Finally, cst.ExceptHandler,
+                                                                      cst.ExceptStarHandler))]
+        for part in parts:
+            body = getattr(part, "body", None)
+            if isinstance(body, cst.IndentedBlock) and any(s is line for s in body.body):
+                return len(body.body) == 1
+    return False
 
 
 def _nccl_backend(a, site: CallSite):

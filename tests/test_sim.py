@@ -296,6 +296,27 @@ def test_sim_cli_simulates_spawned_ranks_and_their_process_groups(tmp_path):
     assert "warning" not in err
 
 
+def test_sim_cli_spawned_children_are_simulated_from_their_start(tmp_path):
+    """A spawned child imports its parent's main module again before it calls its
+    target: that code runs under the simulator too (stylegan2-pytorch asserts a GPU as
+    it is imported), and what it places is the child's (every rank's import-time
+    tensor lands on cuda:0, its work on its own GPU)."""
+    script = tmp_path / "spawned.py"
+    script.write_text(
+        "import torch\nimport torch.multiprocessing as mp\n\n"
+        "assert torch.cuda.is_available(), 'You need to have an Nvidia GPU with CUDA installed.'\n"
+        "BIAS = torch.zeros(3).cuda()\n\n\ndef work(rank, world):\n    torch.cuda.set_device(rank)\n"
+        "    x = torch.ones(4, 4).cuda() + BIAS.sum().to(rank)\n    return float(x.sum())\n\n\n"
+        "if __name__ == '__main__':\n    mp.spawn(work, args=(2,), nprocs=2)\n")
+    r = cli("sim", "--gpus", "2", "--report", str(tmp_path / "r.json"), str(script), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    children = json.loads((tmp_path / "r.json").read_text())["children"]
+    assert [c["process"] for c in children] == [0, 1]
+    placed = {c["process"]: {d: n["tensors"] for d, n in c["devices"].items() if n["tensors"]} for c in children}
+    assert placed[1]["cuda:0"] == 1 and placed[1]["cuda:1"] >= 1  # BIAS at import; the work on its GPU
+    assert set(placed[0]) == {"cuda:0"}
+
+
 def _line_of(text):
     import inspect
 

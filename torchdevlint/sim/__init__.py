@@ -13,15 +13,15 @@ on the same device" error; an out-of-range index raises "invalid device ordinal"
 Process-level setup (``process.py``): ``CUDA_VISIBLE_DEVICES`` read once at the first
 CUDA use, late assignments reported; NCCL process groups as one-process gloo groups with
 the communicator's device recorded; ``mp.spawn``/``start_processes`` children and
-``multiprocessing.Process`` targets simulated, each reporting under its process index. Legacy PyTorch (``legacy.py``): the typed
-``torch.cuda.<T>Tensor`` constructors, ``Variable``, ``torch.save``/``torch.load``
-placement. The op-level mode is ``mode.py``; ``DataParallel``'s rules ``parallel.py``.
+``multiprocessing.Process`` targets simulated, each reporting under its process index (a
+spawned child from its start: its import of the parent's main module included). Legacy
+PyTorch (``legacy.py``): the typed ``torch.cuda.<T>Tensor`` constructors, ``Variable``,
+``torch.save``/``torch.load`` placement. The op-level mode is ``mode.py``; ``DataParallel``'s rules ``parallel.py``.
 
 Not modelled: GPU random numbers (the CPU generator is used, so values match the CPU
 run, not a GPU run), storages, real streams/events and their ordering, collectives
-across processes (each simulated process is a world of one), ``multiprocessing.Process``
-children, custom autograd ``backward``
-bodies (they run outside the mode; their outputs take their inputs' devices).
+across processes (each simulated process is a world of one), custom autograd
+``backward`` bodies (they run outside the mode; their outputs take their inputs' devices).
 
 torch is imported lazily: the linter never needs this module.
 """
@@ -135,6 +135,7 @@ class Simulator:
         self._stack = contextlib.ExitStack()
         self.mode = _make_mode(self)
         self.children_dir: Optional[str] = None  # where simulated child processes report
+        self.booted = False  # a spawned child's, on from its start (process.boot_child)
         self.children: List[Dict[str, Any]] = []
         self.legacy_types: Dict[str, Any] = {}  # torch.cuda.<T>Tensor stand-ins (sim.legacy)
         # the (simulated) CUDA default device of factory calls, as `set_default_device("cuda")`

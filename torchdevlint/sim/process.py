@@ -234,14 +234,17 @@ class SimulatedChild:
     def __call__(self, index, *args):
         import json
 
-        from . import Simulator
+        from . import Simulator, active
 
-        sim = Simulator(self.gpus, record=True)
+        sim = active()
         try:
+            if sim is not None and sim.booted:  # the child's own, on since it started
+                return self.fn(index, *args)
+            sim = Simulator(self.gpus, record=True)
             with sim:
                 return self.fn(index, *args)
         finally:
-            data = sim.report()
+            data = sim.report()  # type: ignore[union-attr]
             data["process"] = index
             path = os.path.join(self.report_dir, f"process-{index}-{os.getpid()}.json")
             with open(path, "w", encoding="utf-8") as f:
@@ -264,8 +267,9 @@ class SimulatedTarget:
         from . import Simulator, active
 
         inherited = active()
-        if inherited is not None:  # forked: the parent's simulator is already on
-            inherited.state.placements.clear()
+        if inherited is not None:  # the child's own (spawned), or the parent's (forked)
+            if not inherited.booted:  # forked: what the parent placed is the parent's
+                inherited.state.placements.clear()
             try:
                 return self.fn(*args, **kwargs)
             finally:
@@ -292,11 +296,43 @@ class SimulatedTarget:
 _MACHINERY = ("multiprocessing.", "concurrent.", "torch.multiprocessing.", "torch.distributed.elastic.")
 
 
+def boot_child(gpus: int) -> None:
+    """Start a spawned child's simulator before anything else runs in it: a spawned
+    process imports its parent's main module again (and what that imports) before it
+    calls its target, and that code may ask for CUDA as it is imported (``assert
+    torch.cuda.is_available()`` at a module's top level) or place tensors. The simulator
+    stays on for the child's life; the target's wrapper reports what it placed, import
+    time included."""
+    from . import Simulator
+
+    sim = Simulator(gpus, record=True)
+    sim.booted = True
+    sim.__enter__()
+
+
+def _booting(get_command_line, gpus: int):
+    """``multiprocessing.spawn.get_command_line`` whose child program starts with
+    ``boot_child(gpus)`` (this package importable from where it is now)."""
+    home = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+    def command_line(**kwds):
+        line = list(get_command_line(**kwds))
+        if "-c" in line[:-1]:
+            i = line.index("-c") + 1
+            line[i] = (f"import sys; sys.path.insert(0, {home!r}); import torchdevlint.sim.process as _tdl; "
+                       f"_tdl.boot_child({gpus}); del sys.path[0]; {line[i]}")
+        return line
+
+    return command_line
+
+
 def patch_processes(sim, set_attr) -> None:
     """``mp.spawn``/``start_processes`` children and ``multiprocessing.Process`` targets
-    run under the simulator too, each reporting under its process index."""
+    run under the simulator too, each reporting under its process index; a spawned child
+    runs under it from its start (``boot_child``)."""
     import importlib
     import multiprocessing.process as mp_process
+    import multiprocessing.spawn as mp_spawn
     import tempfile
 
     import torch.multiprocessing as tmp
@@ -328,6 +364,7 @@ def patch_processes(sim, set_attr) -> None:
         return original_start(process_self)
 
     set_attr(mp_process.BaseProcess, "start", start)
+    set_attr(mp_spawn, "get_command_line", _booting(mp_spawn.get_command_line, sim.state.physical))
 
 
 def collect_children(report_dir: Optional[str]) -> List[Dict[str, Any]]:

@@ -87,12 +87,12 @@ class CudaOnlyCall(Rule):
         function; not under an `if`: `if args.cuda: assert ...` checks what the user
         asked for; not in a `try`; not a count, `assert torch.cuda.device_count() >= 2`,
         a requirement of its own; not in a function or class named or decorated for
-        GPUs): the program stops
-        on the CPU by the author's word, though its code could run there. While it
-        stands, TDL007 takes the module (or function) for GPU-only and names none of its
-        GPUs; once it is removed, TDL007 gives them their CPU fallbacks (in the same
-        `fix`). An explicit `raise` under `if not torch.cuda.is_available():` is kept: in
-        a library it guards kernels that need CUDA (a quantizer, a fused optimizer).
+        GPUs): the program stops on the CPU by the author's word, though its code could
+        run there. While it stands, TDL007 takes the module (or function) for GPU-only
+        and names none of its GPUs; once it is removed, TDL007 gives them their CPU
+        fallbacks (in the same `fix`). An explicit `raise` under `if not
+        torch.cuda.is_available():` is kept: in a library it guards kernels that need
+        CUDA (a quantizer, a fused optimizer).
 
         Entering `with torch.cuda.device(k):` raises too (not `torch.cuda.device_of(t)`,
         nor a negative index or `None`: no-ops; nor a tensor's `.device`: the block

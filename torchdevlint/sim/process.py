@@ -223,8 +223,9 @@ def group_warnings(groups: List[Group]) -> List[Dict[str, Any]]:
 
 
 class SimulatedChild:
-    """A process target that runs under a simulator of its own in the child process and
-    leaves its placement report in ``report_dir`` (picklable: ``mp.spawn`` sends it)."""
+    """A process target that runs under a simulator of its own in the child process (the
+    one ``boot_child`` started, when there is one) and leaves its placement report in
+    ``report_dir`` (picklable: ``mp.spawn`` sends it)."""
 
     def __init__(self, fn, gpus: int, report_dir: str):
         self.fn = fn

@@ -33,7 +33,8 @@ one of its tokens). A token is one of:
   ``None``), no ``device=`` but ``None``, no ``*args``/``**kwargs`` (``x.cuda()``,
   ``x.cuda(non_blocking=True)``; not ``x.cuda(0)``), as ``facts.is_bare_cuda`` reads it;
 - ``stmt:DOTTED``: a call that is a statement of its own (or an assertion's whole
-  test) and whose function may resolve to DOTTED (as ``qual:`` resolves);
+  test, or what an ``if not`` tests) and whose function may resolve to DOTTED (as
+  ``qual:`` resolves);
 - ``nomap@N:DOTTED``: a call whose function may resolve to DOTTED, with neither
   ``map_location=`` nor more than N positional arguments, nor ``*args``/``**kwargs``;
 - ``text:TEST``: the module's text passes ``TEXT_TESTS[TEST]`` (for what the analysis
@@ -252,6 +253,10 @@ class CodeWords:
                 value = node.value if kind is ast.Expr else node.test  # type: ignore[attr-defined]
                 if type(value) is ast.Call:
                     statements.append(value.func)  # type: ignore[attr-defined]
+            elif kind is ast.If:
+                test = node.test  # type: ignore[attr-defined]
+                if type(test) is ast.UnaryOp and type(test.op) is ast.Not and type(test.operand) is ast.Call:
+                    statements.append(test.operand.func)
             elif kind is ast.Constant:
                 value = node.value  # type: ignore[attr-defined]
                 if type(value) is str and len(value) <= _LONGEST:

@@ -32,7 +32,7 @@ class CudaOnlyCall(Rule):
     name = "cuda-only-call"
     summary = ("a `torch.cuda` call that raises without CUDA (`synchronize()`, `Event`, `current_device()`, a "
                "rank's `set_device`), an NCCL process group, SyncBatchNorm, one process per GPU, pinned memory, "
-               "with nothing checking for CUDA; `assert torch.cuda.is_available()` (opt-in)")
+               "with nothing checking for CUDA; `assert torch.cuda.is_available()` or a script's stop without it (opt-in)")
     opt_in = True
     triggers = ("cuda", "nccl", "SyncBatchNorm", "pin_memory")
     also_requires = ("synchronize", "Event", "Stream", "current_device", "get_device_", "current_stream",
@@ -46,7 +46,7 @@ class CudaOnlyCall(Rule):
     fix_summary = ("the statement under `if torch.cuda.is_available():` (unsafe) when it is an expression "
                    "statement, a device block's index `k if torch.cuda.is_available() else -1` (a no-op), the "
                    "backend `\"nccl\" if torch.cuda.is_available() else \"gloo\"`, pinning only when CUDA is available, "
-                   "`assert torch.cuda.is_available()` removed; else display")
+                   "`assert torch.cuda.is_available()` (or a script's stop without CUDA) removed; else display")
     what = """
         A call of a `torch.cuda` function that raises where CUDA is not available
         ("Torch not compiled with CUDA enabled"): `synchronize()`, `current_device()`,
@@ -83,16 +83,18 @@ class CudaOnlyCall(Rule):
         only when it pins).
 
         An assertion that CUDA is there, `assert torch.cuda.is_available()` (with a
-        message or not), that runs whatever happens (at a module's top level, in a
-        function; not under an `if`: `if args.cuda: assert ...` checks what the user
-        asked for; not in a `try`; not a count, `assert torch.cuda.device_count() >= 2`,
-        a requirement of its own; not in a function or class named or decorated for
-        GPUs): the program stops on the CPU by the author's word, though its code could
-        run there. While it stands, TDL007 takes the module (or function) for GPU-only
-        and names none of its GPUs; once it is removed, TDL007 gives them their CPU
-        fallbacks (in the same `fix`). An explicit `raise` under `if not
-        torch.cuda.is_available():` is kept: in a library it guards kernels that need
-        CUDA (a quantizer, a fused optimizer).
+        message or not), and in a script (a file that is run, not imported) `if not
+        torch.cuda.is_available():` whose body only reports and stops (`raise ...`,
+        `print(...)` then `sys.exit(1)`), where it runs whatever happens (at a module's
+        top level, in a function; not under an `if`: `if args.cuda: assert ...` checks
+        what the user asked for; not in a `try`; not a count, `assert
+        torch.cuda.device_count() >= 2`, a requirement of its own; not in a function or
+        class named or decorated for GPUs): the program stops on the CPU by the author's
+        word, though its code could run there. While it stands, TDL007 takes the module
+        (or function) for GPU-only and names none of its GPUs; once it is removed,
+        TDL007 gives them their CPU fallbacks (in the same `fix`). A library's `if not
+        torch.cuda.is_available(): raise ...` is kept: it guards kernels that need CUDA
+        (a quantizer, a fused optimizer).
 
         Entering `with torch.cuda.device(k):` raises too (not `torch.cuda.device_of(t)`,
         nor a negative index or `None`: no-ops; nor a tensor's `.device`: the block
@@ -139,9 +141,9 @@ class CudaOnlyCall(Rule):
         GPUs), pinning `x.pin_memory() if torch.cuda.is_available() else x` and
         `pin_memory=torch.cuda.is_available()`, all unsafe; with TDL007's fallbacks of
         the rank's placements, a DDP program then runs on the CPU too. An assertion that
-        CUDA is available is removed (`pass` where it is its block's only statement;
-        unsafe: without CUDA the program goes on, on the CPU, instead of stopping; with
-        CUDA nothing changes but one query less).
+        CUDA is available, or a script's stop without it, is removed (`pass` where it is
+        its block's only statement; unsafe: without CUDA the program goes on, on the
+        CPU, instead of stopping; with CUDA nothing changes but one query less).
 
         Display-only when the result is kept (`start = torch.cuda.Event(enable_timing=True)`,
         `return torch.cuda.current_device()`: what uses it needs a CPU path written by
@@ -209,6 +211,13 @@ class CudaOnlyCall(Rule):
         "    assert ok\n",
         "import torch\ntry:\n    assert torch.cuda.is_available()\n    GPU = True\nexcept AssertionError:\n"
         "    GPU = False\n",
+        # a library's guard of a CUDA kernel; a warning that does not stop; a check of what was asked
+        "import torch\ndef quantize(w):\n    if not torch.cuda.is_available():\n"
+        "        raise RuntimeError('the kernel needs CUDA')\n    return w\n",
+        "import torch\nif not torch.cuda.is_available():\n    print('no GPU: this will be slow')\n"
+        "x = torch.ones(2)\nprint(x)\n",
+        "import sys\nimport torch\ndef main(args):\n    if args.gpu:\n        if not torch.cuda.is_available():\n"
+        "            sys.exit('--gpu needs CUDA')\nif __name__ == '__main__':\n    main(sys.argv)\n",
     )
     INVALID = (
         Example("import time\nimport torch\n\n\ndef timed(step, batch):\n    start = time.time()\n"
@@ -312,6 +321,13 @@ class CudaOnlyCall(Rule):
                 "        'Distributed mode requires CUDA.')\n\n\ndef setup(rank):\n"
                 "    assert torch.cuda.is_available()  # GPUs only\n    return rank\n",
                 "import torch\n\n\ndef init_distributed():\n    pass\n\n\ndef setup(rank):\n    return rank\n"),
+        # a script that refuses to start without CUDA: the stop removed
+        Example("import sys\n\nimport torch\n\n\ndef main():\n    if not torch.cuda.is_available():\n"
+                "        print('no gpu device available')\n        sys.exit(1)\n    print(torch.ones(2).sum())\n\n\n"
+                "if __name__ == '__main__':\n    if not torch.cuda.is_available(): raise RuntimeError('requires CUDA')\n"
+                "    main()\n",
+                "import sys\n\nimport torch\n\n\ndef main():\n    print(torch.ones(2).sum())\n\n\n"
+                "if __name__ == '__main__':\n    main()\n"),
         # a library's module level: the test would run at every import (display)
         Example("import torch\nCAPABILITY = torch.cuda.get_device_capability()\n"),
         Example("import torch\ntorch.cuda.synchronize()\n"),
@@ -322,11 +338,12 @@ class CudaOnlyCall(Rule):
         entered = _entered_device_blocks(a)
         counted = set()  # a count or a backend that two calls read is reported once, where it is bound
         for site in a.calls:
-            assertion = _cuda_assertion(ctx, site)
-            if assertion is not None:  # assert torch.cuda.is_available() -> removed
-                yield ctx.violation(
-                    assertion, f"`assert {a.code(site.node)}` stops the program where CUDA is not available: "
-                               "nothing after it runs on the CPU", self._remove(ctx, site))
+            stop = _cuda_stop(ctx, site)
+            if stop is not None:  # assert torch.cuda.is_available() -> removed
+                spelled = (f"assert {a.code(site.node)}" if isinstance(stop, cst.Assert)
+                           else f"if not {a.code(site.node)}: {_exit_of(stop)}")
+                yield ctx.violation(stop, f"`{spelled}` stops the program where CUDA is not available: "
+                                          "nothing after it runs on the CPU", self._remove(ctx, site, stop))
                 continue
             block = site.node in entered
             named = _nccl_backend(a, site)
@@ -384,18 +401,19 @@ class CudaOnlyCall(Rule):
             else:
                 yield ctx.violation(site.node, f"`{func}()` {_NEEDS}", self._fix(ctx, site))
 
-    def _remove(self, ctx: Context, site: CallSite) -> Fix:
-        """The assertion's lines removed (``pass`` where it is its block's only statement)."""
-        message = "Remove the assertion: without CUDA the code runs on the CPU (with the migration's CPU fallbacks)"
+    def _remove(self, ctx: Context, site: CallSite, stop: Union[cst.Assert, cst.If]) -> Fix:
+        """The stop's lines removed (``pass`` where it is its block's only statement)."""
+        what = "assertion" if isinstance(stop, cst.Assert) else "stop"
+        message = f"Remove the {what}: without CUDA the code runs on the CPU (with the migration's CPU fallbacks)"
         a = ctx.analysis
-        line = site.line
+        line = site.line if isinstance(stop, cst.Assert) else stop
         assert line is not None  # (an assertion's test: a statement line)
-        if len(line.body) > 1:
+        if isinstance(line, cst.SimpleStatementLine) and len(line.body) > 1:
             return Fix(Applicability.DISPLAY, f"{message} (display only: the line holds other statements: "
                                               "split it first)")
         first, last = a.first_line(line), a.range(line).end.line
         if _alone_in_block(a, line):
-            return Fix(Applicability.UNSAFE, message, (ctx.replace(line.body[0], "pass"),))
+            return Fix(Applicability.UNSAFE, message, (ctx.replace(stop, "pass"),))
         if 1 < first and last < len(a.lines) and not a.lines[first - 2].strip() and not a.lines[last].strip():
             last += 1  # between blank lines: one of them goes too
         seen = "\n".join(a.lines[first - 1:last])
@@ -449,24 +467,72 @@ class CudaOnlyCall(Rule):
         return Fix(Applicability.UNSAFE, message, tuple(imports) + (guard_statement(ctx, line, torch),))
 
 
-def _cuda_assertion(ctx: Context, site: CallSite) -> Optional[cst.Assert]:
-    """``assert torch.cuda.is_available()`` (a message or not), as a statement of its own
-    that runs whatever happens (not under an ``if``: ``if args.cuda: assert ...`` checks
-    what the user asked for; not in a ``try``, whose handler may catch it), outside
-    functions and classes named or decorated for GPUs: the code stops without CUDA by
-    the author's word alone. Not a count or a combined test (``assert
+def _cuda_stop(ctx: Context, site: CallSite) -> Union[cst.Assert, cst.If, None]:
+    """Where the code stops without CUDA by the author's word alone: ``assert
+    torch.cuda.is_available()`` (a message or not), or, in a script, ``if not
+    torch.cuda.is_available():`` whose body only reports and stops (``raise``,
+    ``sys.exit(...)``; a library's guards kernels that need CUDA), where it runs whatever
+    happens: not under an ``if`` (``if args.cuda: assert ...`` checks what the user asked
+    for), not in a ``try`` (a handler may catch it), not in a function or class named or
+    decorated for GPUs. Not a count or a combined test (``assert
     torch.cuda.device_count() >= 2``: a requirement of its own)."""
+    if site.qualname != "torch.cuda.is_available" or site.node.args:
+        return None
     line = site.line
-    if (site.qualname != "torch.cuda.is_available" or site.node.args or line is None
-            or not isinstance(line.body[0], cst.Assert) or line.body[0].test is not site.node):
+    if line is not None and isinstance(line.body[0], cst.Assert) and line.body[0].test is site.node:
+        stop: Union[cst.Assert, cst.If, None] = line.body[0]
+    else:
+        stop = _stop_ifs(ctx).get(site.node)
+    if stop is None or chosen_conditionally(ctx, site, site.node) or meant_for_gpus(ctx, site.scope) or any(
+            part in ("try", "handler") for _, part in site.cond):
         return None
-    if chosen_conditionally(ctx, site, site.node) or meant_for_gpus(ctx, site.scope) or any(
-            part in ("try", "handler") for _, part in site.cond):  # (an AssertionError the code catches)
-        return None
-    return line.body[0]
+    return stop
 
 
-def _alone_in_block(a, line: cst.SimpleStatementLine) -> bool:
+def _stop_ifs(ctx: Context) -> dict:
+    """In a script, each ``if not <call>:`` (no ``else``) whose body only reports and
+    stops, by the call it tests (once per module)."""
+    a = ctx.analysis
+    if "tdl008_stop_ifs" not in a.memo:
+        found = a.memo["tdl008_stop_ifs"] = {}
+        for stmt in a.statements if a.devices.is_script else ():
+            if not (isinstance(stmt, cst.If) and isinstance(stmt.test, cst.UnaryOperation)
+                    and isinstance(stmt.test.operator, cst.Not) and isinstance(stmt.test.expression, cst.Call)):
+                continue
+            smalls = _smalls(stmt)
+            if (stmt.orelse is None and smalls and _exit_of(stmt)
+                    and all(isinstance(x, cst.Expr) and isinstance(x.value, cst.Call) for x in smalls[:-1])):
+                found[stmt.test.expression] = stmt
+    return a.memo["tdl008_stop_ifs"]
+
+
+def _smalls(stop: cst.If) -> list:
+    """The small statements of an ``if``'s body, when it holds nothing else (one per line,
+    or one line after the colon); [] otherwise."""
+    if isinstance(stop.body, cst.SimpleStatementSuite):
+        return list(stop.body.body)
+    lines = stop.body.body
+    if all(isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 for line in lines):
+        return [line.body[0] for line in lines]  # type: ignore[union-attr]
+    return []
+
+
+def _exit_of(stop: cst.If) -> Optional[str]:
+    """How the body of ``stop`` ends the program: ``raise ...`` or ``sys.exit(...)``
+    (``exit``, ``quit``, ``os._exit``), as the message spells it; None otherwise."""
+    smalls = _smalls(stop)
+    small = smalls[-1] if smalls else None
+    if isinstance(small, cst.Raise):
+        return "raise ..."
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        func = small.value.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name in ("exit", "quit", "_exit"):
+            return f"{cst.Module([]).code_for_node(func)}(...)"
+    return None
+
+
+def _alone_in_block(a, line: cst.BaseStatement) -> bool:
     """Whether ``line`` is the only statement of an indented block (removing it would
     leave the block empty)."""
     for stmt in a.statements:

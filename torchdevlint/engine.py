@@ -78,11 +78,13 @@ def run_big_stack(fn: Callable[..., T], *args) -> T:
 
 # ---------------------------------------------------------------------- check
 def check_source(text: str, filename: str = "-", settings: Settings = Settings(),
-                 apply_noqa: bool = True, project=None, passed: Optional[FrozenSet[str]] = None) -> List[Violation]:
+                 apply_noqa: bool = True, project=None, passed: Optional[FrozenSet[str]] = None,
+                 tree: Optional[ast.Module] = None) -> List[Violation]:
     """Findings for one module's text, sorted, with ``# noqa`` applied (flake8 applies
     its own, so its plugin passes ``apply_noqa=False``). ``project`` (a CLI run's index
     of its files) may make fixes surer; it never changes what is found. ``passed`` are
-    the codes the caller's ``screen`` let through (the text parses: no second parse)."""
+    the codes the caller's ``screen`` let through (the text parses: no second parse),
+    ``tree`` CPython's tree of it where the caller still holds it (flake8's)."""
     codes = settings.enabled_codes(filename)
     rules = [r for r in RULES if r.code in codes and r.may_fire(text)]  # rules that need less get less
     if not rules:
@@ -93,6 +95,8 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
     if passed is not None:
         rules = [r for r in rules if r.code in passed]
         error = None
+        if rules and tree is not None:
+            starts = statement_starts(tree)
     else:
         tree, error = python_parse(text)
         if error is None:

@@ -11,7 +11,7 @@ Cost: loading the plugin imports only the rule catalogue, never the rules or Lib
 when none is (``flake8 --select E9``), ``run`` returns at once. Otherwise a file pays
 one substring test per selected rule, then one walk of the ast flake8 already built
 (the gate, ``words``); only a file that passes both imports the engine and is
-analysed, by the selected rules alone.
+analysed, by the selected rules alone, without a second CPython parse.
 """
 
 from __future__ import annotations
@@ -55,15 +55,18 @@ class Plugin:
         text = "".join(self.lines)
         if not may_match(text, self.selected):
             return
-        if self.tree is not None and not gated(self.selected, CodeWords(self.tree, text)):
-            return  # flake8's own tree: no selected rule's tokens in the code
+        passed = None  # (no tree: the engine parses, and reports, itself)
+        if self.tree is not None:
+            passed = gated(self.selected, CodeWords(self.tree, text)) - TOOL_CODES
+            if not passed:
+                return  # flake8's own tree: no selected rule's tokens in the code
         try:
             from .engine import check_source
             from .settings import Settings
 
             # the tool codes stay on: flake8 drops what it did not select
             settings = Settings(select=tuple(sorted(self.selected | TOOL_CODES)), device_name=self.device_name)
-            found = check_source(text, self.filename, settings, apply_noqa=False)
+            found = check_source(text, self.filename, settings, apply_noqa=False, passed=passed, tree=self.tree)
         except Exception as exc:  # never into flake8
             yield 1, 0, f"TDL902 torchdevlint failed on this file: {type(exc).__name__}: {exc}", type(self)
             return

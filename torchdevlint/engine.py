@@ -27,7 +27,6 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, T
 import libcst as cst
 
 from .analysis import Analysis
-from .analysis.core import statement_starts
 from .catalogue import tool_finding  # noqa: F401 - the fronts take it from here too
 from .model import Applicability, Edit, Fix, Violation
 from .noqa import noqa_map, suppressed
@@ -35,7 +34,7 @@ from .rules import ALL_RULES, BY_CODE, TOOL_CODES
 from .rules.base import Context, Rule
 from .settings import Settings
 from .source import LineIndex, Outline, split_lines
-from .screen import python_parse
+from .screen import python_parse, statement_starts
 from .words import CodeWords
 
 RULES: List[Rule] = [cls() for cls in ALL_RULES if cls.code not in TOOL_CODES]
@@ -79,25 +78,23 @@ def run_big_stack(fn: Callable[..., T], *args) -> T:
 # ---------------------------------------------------------------------- check
 def check_source(text: str, filename: str = "-", settings: Settings = Settings(),
                  apply_noqa: bool = True, project=None, passed: Optional[FrozenSet[str]] = None,
-                 tree: Optional[ast.Module] = None) -> List[Violation]:
+                 starts: Optional[List[Tuple[int, int]]] = None) -> List[Violation]:
     """Findings for one module's text, sorted, with ``# noqa`` applied (flake8 applies
     its own, so its plugin passes ``apply_noqa=False``). ``project`` (a CLI run's index
     of its files) may make fixes surer; it never changes what is found. ``passed`` are
-    the codes the caller's ``screen`` let through (the text parses: no second parse),
-    ``tree`` CPython's tree of it where the caller still holds it (flake8's)."""
+    the codes the caller's screen let through (the text parses: no second parse), with
+    ``starts``, where CPython saw each statement start (``statement_starts``)."""
     codes = settings.enabled_codes(filename)
     rules = [r for r in RULES if r.code in codes and r.may_fire(text)]  # rules that need less get less
     if not rules:
         return []
     # CPython's own parser first, at the normal recursion limit: exact syntax errors,
     # and inputs too deep for it never reach LibCST (whose parser crashes on them)
-    starts = None  # where CPython's parser saw each statement (LibCST's positions are placed by it)
     if passed is not None:
         rules = [r for r in rules if r.code in passed]
         error = None
-        if rules and tree is not None:
-            starts = statement_starts(tree)
     else:
+        starts = None  # where CPython's parser saw each statement (LibCST's positions are placed by it)
         tree, error = python_parse(text)
         if error is None:
             rules = gate(rules, tree, text)  # what the code can match (text tests read the text)

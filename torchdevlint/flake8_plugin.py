@@ -20,6 +20,7 @@ from typing import FrozenSet, Iterator, List, Tuple, Type
 
 from . import __version__
 from .catalogue import CODES, OPT_IN, TOOL_CODES, gated, may_match
+from .screen import statement_starts
 from .words import CodeWords
 
 _SKIP = frozenset({"TDL900"})
@@ -66,7 +67,8 @@ class Plugin:
 
             # the tool codes stay on: flake8 drops what it did not select
             settings = Settings(select=tuple(sorted(self.selected | TOOL_CODES)), device_name=self.device_name)
-            found = check_source(text, self.filename, settings, apply_noqa=False, passed=passed, tree=self.tree)
+            found = check_source(text, self.filename, settings, apply_noqa=False, passed=passed,
+                                 starts=statement_starts(self.tree) if passed else None)
         except Exception as exc:  # never into flake8
             yield 1, 0, f"TDL902 torchdevlint failed on this file: {type(exc).__name__}: {exc}", type(self)
             return

@@ -154,13 +154,14 @@ def process(job: Job) -> FileResult:
         return result
     result.parsed = True
     if job.mode == "check":
-        passed = screen(source.text, codes)
-        if passed is not None and not passed:
+        screened = screen(source.text, codes)
+        if screened is not None and not screened.codes:
             return result  # screened without the engine: no rule can fire on this code
     from .engine import check_source, fix_source  # LibCST comes with it: only for what may match
 
     if job.mode == "check":
-        result.violations = check_source(source.text, job.path, job.settings, project=job.project, passed=passed)
+        result.violations = check_source(source.text, job.path, job.settings, project=job.project,
+                                         passed=screened and screened.codes, starts=screened and screened.starts)
         return result
     outcome = fix_source(source.text, job.path, job.settings, unsafe=job.unsafe, project=job.project,
                          look=job.look)

@@ -10,7 +10,7 @@ clean file pays for Python, this module and ``ast`` only). The engine parses thr
 from __future__ import annotations
 
 import ast
-from typing import FrozenSet, Iterable, Optional, Tuple
+from typing import FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 from .catalogue import TOOL_CODES, gated, may_match, tool_finding
 from .model import Violation
@@ -42,17 +42,49 @@ def python_parse(text: str) -> Tuple[Optional[ast.Module], Optional[Violation]]:
 _LARGE = 256 * 1024
 
 
-def screen(text: str, codes: Iterable[str]) -> Optional[FrozenSet[str]]:
-    """The codes among ``codes`` that may fire on ``text``: empty when none can (the
-    prefilter or the gate rules them all out), None when the engine is to decide (the
-    module does not parse, and the engine reports the syntax error; or it is large).
-    CPython's tree is dropped before LibCST's is built."""
+class Screened(NamedTuple):
+    """What the screen leaves the engine: the codes that may fire, and where CPython saw
+    each statement start (``statement_starts``: LibCST's positions are placed by it)."""
+
+    codes: FrozenSet[str]
+    starts: Optional[List[Tuple[int, int]]] = None
+
+
+def screen(text: str, codes: Iterable[str]) -> Optional[Screened]:
+    """The codes among ``codes`` that may fire on ``text`` (with the statements' starts
+    when some may): no codes when none can (the prefilter or the gate rules them all
+    out), None when the engine is to decide (the module does not parse, and the engine
+    reports the syntax error; or it is large). CPython's tree is dropped before LibCST's
+    is built."""
     codes = frozenset(codes)
     if not may_match(text, codes):  # (may_match leaves the tool codes out)
-        return frozenset()
+        return Screened(frozenset())
     if len(text) > _LARGE:
         return None  # the engine parses and gates it: a big tree parsed twice costs peak memory
     tree, error = python_parse(text)
     if error is not None or tree is None:
         return None
-    return gated(codes, CodeWords(tree, text)) - TOOL_CODES
+    passed = gated(codes, CodeWords(tree, text)) - TOOL_CODES
+    return Screened(passed, statement_starts(tree) if passed else None)
+
+
+def statement_starts(tree: ast.Module) -> List[Tuple[int, int]]:
+    """(line, byte column) of every statement of CPython's tree, in document order: the
+    order in which LibCST's walk meets its small and compound statements."""
+    out: List[Tuple[int, int]] = []
+
+    def block(body: List[ast.stmt]) -> None:
+        for stmt in body:
+            out.append((stmt.lineno, stmt.col_offset))
+            for field in ("body", "handlers", "orelse", "finalbody", "cases"):
+                value = getattr(stmt, field, None)
+                if not value:
+                    continue
+                if field in ("handlers", "cases"):
+                    for part in value:
+                        block(part.body)
+                else:
+                    block(value)
+
+    block(tree.body)
+    return out

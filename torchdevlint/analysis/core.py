@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from ..screen import statement_starts
 from ..source import LineIndex, split_lines
 from .collector import _Collector
 from .treewalk import walk
@@ -209,28 +210,6 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
 
 def _shift(rng: CodeRange, lines: int) -> CodeRange:
     return CodeRange((rng.start.line + lines, rng.start.column), (rng.end.line + lines, rng.end.column))
-
-
-def statement_starts(tree: ast.Module) -> List[Tuple[int, int]]:
-    """(line, byte column) of every statement of CPython's tree, in document order: the
-    order in which LibCST's walk meets its small and compound statements."""
-    out: List[Tuple[int, int]] = []
-
-    def block(body: List[ast.stmt]) -> None:
-        for stmt in body:
-            out.append((stmt.lineno, stmt.col_offset))
-            for field in ("body", "handlers", "orelse", "finalbody", "cases"):
-                value = getattr(stmt, field, None)
-                if not value:
-                    continue
-                if field in ("handlers", "cases"):
-                    for part in value:
-                        block(part.body)
-                else:
-                    block(value)
-
-    block(tree.body)
-    return out
 
 
 class _Realign:

@@ -23,7 +23,7 @@ import libcst as cst
 
 from torchdevlint import report
 from torchdevlint.analysis import Analysis
-from torchdevlint.analysis.core import statement_starts
+from torchdevlint.screen import statement_starts
 from torchdevlint.engine import RULES, _one_applicability_per_statement, gate, may_match
 from torchdevlint.rules.base import Context
 from torchdevlint.settings import Settings

@@ -296,23 +296,30 @@ def test_sim_cli_simulates_spawned_ranks_and_their_process_groups(tmp_path):
     assert "warning" not in err
 
 
+def _sim_children(tmp_path, name: str, text: str):
+    """Run ``text`` as the script ``name`` under ``sim --gpus 2 --report``; the run (it
+    must succeed) and the tensors each child placed, per process and device (the
+    children reported as processes 0 and 1)."""
+    script = tmp_path / name
+    script.write_text(text)
+    r = cli("sim", "--gpus", "2", "--report", str(tmp_path / "r.json"), str(script), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    children = json.loads((tmp_path / "r.json").read_text())["children"]
+    assert [c["process"] for c in children] == [0, 1]
+    return r, {c["process"]: {d: n["tensors"] for d, n in c["devices"].items() if n["tensors"]} for c in children}
+
+
 def test_sim_cli_spawned_children_are_simulated_from_their_start(tmp_path):
     """A spawned child imports its parent's main module again before it calls its
     target: that code runs under the simulator too (stylegan2-pytorch asserts a GPU as
     it is imported), and what it places is the child's (every rank's import-time
     tensor lands on cuda:0, its work on its own GPU)."""
-    script = tmp_path / "spawned.py"
-    script.write_text(
+    _, placed = _sim_children(tmp_path, "spawned.py", (
         "import torch\nimport torch.multiprocessing as mp\n\n"
         "assert torch.cuda.is_available(), 'You need to have an Nvidia GPU with CUDA installed.'\n"
         "BIAS = torch.zeros(3).cuda()\n\n\ndef work(rank, world):\n    torch.cuda.set_device(rank)\n"
         "    x = torch.ones(4, 4).cuda() + BIAS.sum().to(rank)\n    return float(x.sum())\n\n\n"
-        "if __name__ == '__main__':\n    mp.spawn(work, args=(2,), nprocs=2)\n")
-    r = cli("sim", "--gpus", "2", "--report", str(tmp_path / "r.json"), str(script), cwd=tmp_path)
-    assert r.returncode == 0, r.stderr.decode()
-    children = json.loads((tmp_path / "r.json").read_text())["children"]
-    assert [c["process"] for c in children] == [0, 1]
-    placed = {c["process"]: {d: n["tensors"] for d, n in c["devices"].items() if n["tensors"]} for c in children}
+        "if __name__ == '__main__':\n    mp.spawn(work, args=(2,), nprocs=2)\n"))
     assert placed[1]["cuda:0"] == 1 and placed[1]["cuda:1"] >= 1  # BIAS at import; the work on its GPU
     assert set(placed[0]) == {"cuda:0"}
 
@@ -338,14 +345,8 @@ def test_sim_cli_simulates_multiprocessing_process_children(tmp_path, method):
         "        assert p.exitcode == 0\n\n\nif __name__ == '__main__':\n    main()\n"
     )
     for bind, rank1_device in (("    torch.cuda.set_device(rank)\n", "cuda:1"), ("", "cuda:0")):
-        script = tmp_path / f"workers_{method}_{bool(bind)}.py"
-        script.write_text(body.format(bind=bind))
-        r = cli("sim", "--gpus", "2", "--report", str(tmp_path / "r.json"), str(script), cwd=tmp_path)
-        assert r.returncode == 0, r.stderr.decode()
-        children = json.loads((tmp_path / "r.json").read_text())["children"]
-        assert [c["process"] for c in children] == [0, 1]
-        placed = {c["process"]: sorted(d for d, n in c["devices"].items() if n["tensors"]) for c in children}
-        assert placed == {0: ["cuda:0"], 1: [rank1_device]}
+        _, placed = _sim_children(tmp_path, f"workers_{method}_{bool(bind)}.py", body.format(bind=bind))
+        assert {k: sorted(v) for k, v in placed.items()} == {0: ["cuda:0"], 1: [rank1_device]}
 
 
 def test_sim_cli_simulates_the_children_of_torch_distributed_launcher(tmp_path):
@@ -353,20 +354,14 @@ def test_sim_cli_simulates_the_children_of_torch_distributed_launcher(tmp_path):
     its own, with `LOCAL_RANK` set: every one runs under the simulator and reports under
     its local rank. The worker that follows `LOCAL_RANK` lands on its rank's GPU; its bare
     `.cuda()` lands on cuda:0 in every rank (the bug the report shows)."""
-    script = tmp_path / "launch.py"
-    script.write_text(
+    r, tensors = _sim_children(tmp_path, "launch.py", (
         "import os\nimport torch\nfrom torch.distributed.launcher.api import LaunchConfig, elastic_launch\n\n\n"
         "def train(scale):\n    rank = int(os.environ['LOCAL_RANK'])\n"
         "    x = torch.ones(4, device=f'cuda:{rank}') * scale\n    y = torch.zeros(2).cuda()\n"
         "    return float(x.sum())\n\n\nif __name__ == '__main__':\n"
         "    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2, rdzv_backend='c10d',\n"
         "                          rdzv_endpoint='localhost:0', run_id='tdl', max_restarts=0, monitor_interval=0.1)\n"
-        "    print(elastic_launch(config, train)(3.0))\n")
-    r = cli("sim", "--gpus", "2", "--report", str(tmp_path / "r.json"), str(script), cwd=tmp_path)
-    assert r.returncode == 0, r.stderr.decode()
+        "    print(elastic_launch(config, train)(3.0))\n"))
     assert "{0: 12.0, 1: 12.0}" in r.stdout.decode() or "{1: 12.0, 0: 12.0}" in r.stdout.decode()
-    children = json.loads((tmp_path / "r.json").read_text())["children"]
-    assert [c["process"] for c in children] == [0, 1]
-    tensors = {c["process"]: {d: n["tensors"] for d, n in c["devices"].items() if n["tensors"]} for c in children}
     assert tensors == {0: {"cuda:0": 2}, 1: {"cuda:0": 1, "cuda:1": 1}}
     assert "process 1 (a simulated child, 2 GPUs visible)" in r.stderr.decode()

@@ -160,8 +160,9 @@ def process(job: Job) -> FileResult:
     from .engine import check_source, fix_source  # LibCST comes with it: only for what may match
 
     if job.mode == "check":
+        passed, starts = (screened.codes, screened.starts) if screened is not None else (None, None)
         result.violations = check_source(source.text, job.path, job.settings, project=job.project,
-                                         passed=screened and screened.codes, starts=screened and screened.starts)
+                                         passed=passed, starts=starts)
         return result
     outcome = fix_source(source.text, job.path, job.settings, unsafe=job.unsafe, project=job.project,
                          look=job.look)

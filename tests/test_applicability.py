@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import pytest
+import torch
+
+from torchdevlint.settings import Settings
 
 from helpers import findings, fixed
 
@@ -28,6 +31,27 @@ def test_independent_statements_keep_their_own_applicability():
     kinds = [v.fix.applicability.value for v in findings(text)]
     assert kinds == ["safe", "unsafe"]
     assert fixed(text, unsafe=False) == DEVICE + "a = torch.zeros(1).to(device)\nb = batch.cuda()\n"
+
+
+def test_a_site_inside_another_sites_rewrite_does_not_hold_it_back():
+    """`torch.device("cuda", torch.cuda.current_device())`: TDL008's query (display only:
+    its result is kept) sits inside TDL007's GPU, whose fallback guards it; the statement
+    is converted in one pass, and nothing is left (proven below on CPU-only torch)."""
+    text = ("import torch\n\n\ndef main():\n    device = torch.device('cuda', torch.cuda.current_device())\n"
+            "    return torch.zeros(1, device=device)\n")
+    every = Settings(select=("ALL",))
+    assert sorted(v.code for v in findings(text, settings=every)) == ["TDL007", "TDL008"]
+    out = fixed(text, settings=every)
+    assert out == text.replace("torch.device('cuda', torch.cuda.current_device())",
+                               "torch.device('cuda', torch.cuda.current_device()) if torch.cuda.is_available() "
+                               "else torch.device('cpu')")
+    assert findings(out, settings=every) == [] and fixed(out, settings=every) == out
+    namespace: dict = {}
+    exec(compile(out, "x.py", "exec"), namespace)
+    assert namespace["main"]().device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+    # beside a site of its own, a display-only site still holds the statement back
+    two = text.replace("current_device())", "current_device()), torch.cuda.current_device()")
+    assert fixed(two, settings=every) == two
 
 
 def test_a_storage_is_moved_with_a_keyword_device():

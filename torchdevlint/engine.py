@@ -163,6 +163,9 @@ def _one_applicability_per_statement(found: List[Violation], text: str) -> List[
             key = ("block", block) if block is not None else ("line", v.start[0])
             by_group.setdefault(key, []).append(i)
     for group in by_group.values():
+        # a site inside another's edit is rewritten with it (`torch.device("cuda",
+        # torch.cuda.current_device())`: TDL007's fallback guards TDL008's query)
+        group = [i for i in group if not any(j != i and _inside(found[i], found[j]) for j in group)]
         if len(group) < 2:
             continue
         weakest = min((found[i].fix.strength for i in group), key=_STRENGTH.__getitem__)  # type: ignore[union-attr]
@@ -177,6 +180,13 @@ def _one_applicability_per_statement(found: List[Violation], text: str) -> List[
                 found[i] = dataclasses.replace(v, fix=dataclasses.replace(
                     fix, applicability=weakest, message=fix.message + note, safe=None))
     return found
+
+
+def _inside(inner: Violation, outer: Violation) -> bool:
+    """Whether one of ``outer``'s edits replaces all of ``inner``'s span (and more)."""
+    fix = outer.fix
+    return fix is not None and (inner.start, inner.end) != (outer.start, outer.end) and any(
+        e.start <= inner.start and inner.end <= e.end for e in fix.edits)
 
 
 def _cuda_block(outline: Outline, line: int) -> Optional[int]:

@@ -56,7 +56,8 @@ class LoadWithoutMapLocation(Rule):
         one, `map_location="cpu"` where the result only feeds `load_state_dict`
         (directly, or through a name used only there, but for its metadata: a membership
         test `'version' in ckpt`, an entry read by its key for a message,
-        `print(ckpt['version'])`, `f"{ckpt['epoch']}"`): `load_state_dict` copies into
+        `print(ckpt['version'])`, `f"{ckpt['epoch']}"`, or into a name that only
+        messages use, `saved_version = ckpt['version']`): `load_state_dict` copies into
         the model's own tensors wherever they live, so the CPU detour changes nothing
         but the peak GPU memory. Otherwise, in a script that places work on the GPU
         itself (a bare `.cuda()`, a legacy CUDA type), `map_location=device` with the
@@ -110,9 +111,18 @@ class LoadWithoutMapLocation(Rule):
                 "import torch\n\n\ndef load(gan, path):\n    data = torch.load(path, map_location=\"cpu\")\n"
                 "    if 'version' in data:\n        print(f\"loading from version {data['version']}\")\n"
                 "    gan.load_state_dict(data['GAN'])\n"),
+        # ... into a name only a message uses (lightweight-gan's failed resume)
+        Example("import torch\n\n\ndef load(gan, path):\n    data = torch.load(path)\n    try:\n"
+                "        gan.load_state_dict(data['GAN'])\n    except Exception:\n"
+                "        saved = data['version']\n        print(f'saved by version {saved}')\n        raise\n",
+                "import torch\n\n\ndef load(gan, path):\n    data = torch.load(path, map_location=\"cpu\")\n    try:\n"
+                "        gan.load_state_dict(data['GAN'])\n    except Exception:\n"
+                "        saved = data['version']\n        print(f'saved by version {saved}')\n        raise\n"),
         # ... but an entry the code goes on with (display: no device is bound here)
         Example("import torch\n\n\ndef load(gan, path):\n    data = torch.load(path)\n    print(data['version'])\n"
                 "    gan.load_state_dict(data['GAN'])\n    return data['ema']\n", None),
+        Example("import torch\n\n\ndef load(gan, path):\n    data = torch.load(path)\n    ema = data['ema']\n"
+                "    gan.load_state_dict(data['GAN'])\n    return ema\n", None),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -181,7 +191,7 @@ def _feeds_only_load_state_dict(a, site: CallSite) -> bool:
     name = assign.targets[0].target.value
     fn = a.enclosing_function(site.scope)
     body = fn.node if fn is not None else a.module
-    uses = _Uses(name)
+    uses = _Uses(name, body)
     walk(body, uses)
     return uses.feeding > 0 and uses.other == 1  # the assignment's own target is the one other
 
@@ -197,10 +207,12 @@ class _Uses(cst.CSTVisitor):
     """Counts the uses of a name inside ``load_state_dict(...)`` arguments (bare or
     subscripted) and everywhere else but where a checkpoint's metadata is read: a
     membership test (``'version' in ckpt``), an entry read by its key for a message
-    (``print(ckpt['version'])``, ``f"{ckpt['epoch']}"``, ``logger.info(...)``)."""
+    (``print(ckpt['version'])``, ``f"{ckpt['epoch']}"``, ``logger.info(...)``), or into
+    a name that only messages use, if any (``saved_version = ckpt['version']``, for the
+    message of a failed load: lightweight-gan's resume)."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, body: cst.CSTNode):
+        self.name, self.body = name, body
         self.feeding = 0
         self.other = 0
         self._ok: set = set()  # ids of the Name nodes that are state-dict arguments
@@ -223,6 +235,17 @@ class _Uses(cst.CSTVisitor):
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
         walk(node.expression, _KeyReads(self.name, self._ok))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target if len(node.targets) == 1 else None
+        if isinstance(target, cst.Name) and target.value != self.name:
+            reads = _KeyReads(self.name, set())
+            walk(node.value, reads)
+            if isinstance(node.value, cst.Subscript) and reads.ok:
+                messages = _MessageUses(target.value)
+                walk(self.body, messages)
+                if messages.assigned == 1 and messages.other == 0:
+                    self._ok |= reads.ok
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         for target in node.comparisons:
@@ -250,3 +273,37 @@ class _KeyReads(cst.CSTVisitor):
         if isinstance(node.value, cst.Name) and node.value.value == self.name and all(
                 isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.SimpleString) for e in node.slice):
             self.ok.add(id(node.value))
+
+
+class _MessageUses(cst.CSTVisitor):
+    """How often a name is bound (``assigned``), and used other than in a message's
+    arguments or an f-string's expression (``other``)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.assigned = self.other = 0
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> Optional[bool]:
+        if isinstance(node.target, cst.Name) and node.target.value == self.name:
+            self.assigned += 1
+            return False
+        return True
+
+    def visit_Call(self, node: cst.Call) -> Optional[bool]:
+        func = node.func
+        called = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        if called in _MESSAGES:
+            walk(func, self)
+            return False  # its arguments are the message
+        return True
+
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> Optional[bool]:
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.other += 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> Optional[bool]:
+        walk(node.value, self)  # `x.name` is an attribute, not a use of the name
+        return False

@@ -28,6 +28,9 @@ from .base import _LIBRARY, Context, Uninsertable
 ASKS = ("is_available", "device_count")
 _GUARD = re.compile(r"^[ \t]*(?:el)?if[ \t]+[\w.]*\.is_available\(\)[ \t]*:", re.MULTILINE)
 _CHOICE = re.compile(r"(?:\bif|\band|\bor[ \t]+not)[ \t]+[\w.]*\.is_available\(\)[ \t]+else\b")
+# every visible GPU, listed (`device_ids=range(torch.cuda.device_count())`: DataParallel's,
+# empty without CUDA): a count, not a question
+_ENUMERATION = re.compile(r"\brange\([ \t]*[\w.]*\.device_count\(\)[ \t]*\)")
 # a question whose answer stops the code without CUDA: `assert torch.cuda.is_available()`,
 # `if not torch.cuda.is_available(): sys.exit(...)`, `if not enabled or not
 # torch.cuda.is_available(): return`, `if torch.cuda.device_count() == 0:`
@@ -209,8 +212,10 @@ def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool) -> boo
     """The text tests of ``_asks_for_cuda`` on a function's code (None: the module's),
     once per function: a plain ``if torch.cuda.is_available():`` guards its own body
     only, and a device chosen as ``"cuda" if torch.cuda.is_available() else "cpu"`` (or
-    ``if flag and torch.cuda.is_available()``, ``if flag or not ...``) only its own uses (both are what the fixes write): the code asks for itself when it tests
-    otherwise (a flag, an early exit, an assertion), or tells the CPU from CUDA."""
+    ``if flag and torch.cuda.is_available()``, ``if flag or not ...``) only its own uses
+    (both are what the fixes write), and ``range(torch.cuda.device_count())`` lists the
+    GPUs without asking: the code asks for itself when it tests otherwise (a flag, an
+    early exit, an assertion), or tells the CPU from CUDA."""
     a = ctx.analysis
     memo = a.memo.setdefault("portability_asks", {})
     key = (fn, stops_only)
@@ -218,7 +223,7 @@ def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool) -> boo
         text = _code_only(a.code(fn)) if fn is not None else _module_code(ctx)
         memo[key] = bool(_STOP.search(text) or _DEVICE_TEST.search(text)) or (
             not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)) + len(
-                _CHOICE.findall(text)))
+                _CHOICE.findall(text)) + len(_ENUMERATION.findall(text)))
     return memo[key]
 
 

@@ -54,7 +54,9 @@ class HardcodedGpuDevice(Rule):
         unconditionally in a statement (not under an `if`, not one side of `a if c else b`
         or of `a or b`, not a parameter's default), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
-        in the module for module-level code, or in an `if` around it), and that does not
+        in the module for module-level code, or in an `if` around it; a
+        `range(torch.cuda.device_count())` that lists the GPUs for `DataParallel` asks
+        nothing), and that does not
         tell the CPU from CUDA itself (`if device.type == "cpu":`), outside functions and
         classes named or decorated for CUDA or a GPU, and outside modules that stop as
         they are imported without CUDA (`assert torch.cuda.is_available()` at their top
@@ -295,7 +297,9 @@ class HardcodedGpuDevice(Rule):
             if rewrite.kind == "flag":
                 what = "picks a GPU unless the command line says otherwise: run as written,"
             elif rewrite.kind == "bound":  # a bare `.cuda()` a binding made right
-                what = "places on the GPU that a binding chose (`set_device`, a device block), with no CPU fallback:"
+                why = re.sub(r"^a binding (on line \d+) runs first$", r"the one \1",
+                             devices.verdicts[node].why)  # type: ignore[index]
+                what = f"places on the GPU that a binding chose ({why}), with no CPU fallback:"
             else:
                 what = "names a GPU with no CPU fallback:"
             yield ctx.violation(

@@ -365,3 +365,33 @@ def test_sim_cli_simulates_the_children_of_torch_distributed_launcher(tmp_path):
     assert "{0: 12.0, 1: 12.0}" in r.stdout.decode() or "{1: 12.0, 0: 12.0}" in r.stdout.decode()
     assert tensors == {0: {"cuda:0": 2}, 1: {"cuda:0": 1, "cuda:1": 1}}
     assert "process 1 (a simulated child, 2 GPUs visible)" in r.stderr.decode()
+
+
+def test_child_processes_that_placed_nothing_are_one_line(tmp_path):
+    """A DataLoader's forked workers run with the simulator and place nothing: one line
+    names them all; a child that placed something keeps its own report."""
+    script = tmp_path / "loader.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        import multiprocessing as mp
+
+        def place():
+            torch.zeros(4).cuda()
+
+        if __name__ == "__main__":
+            mp.set_start_method("fork")
+            loader = torch.utils.data.DataLoader(torch.arange(8.0), batch_size=2, num_workers=3)
+            total = sum(batch.cuda().sum() for batch in loader)
+            child = mp.Process(target=place)
+            child.start()
+            child.join()
+            assert child.exitcode == 0
+            print(float(total))
+    """))
+    r = cli("sim", "--gpus", "2", str(script), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    err = r.stderr.decode()
+    assert "28.0" in r.stdout.decode()
+    assert re.search(r"\n  3 simulated child processes placed nothing on a simulated GPU \(processes \d+-\d+\)\n", err)
+    assert re.search(r"\n  process \d+ \(a simulated child, 2 GPUs visible\)\n    cuda:0 \S{30} 1 tensor, 16 B\n", err)
+    assert err.count("no tensor was placed") == 0

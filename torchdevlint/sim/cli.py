@@ -126,6 +126,34 @@ def format_report(data: dict, indent: str = "") -> str:
                      f"its communicator is on {w['device']}, as every unbound rank's is "
                      "(call torch.cuda.set_device(local_rank) or pass device_id=)")
     text = "".join(indent + line + "\n" for line in lines)
-    for child in data.get("children", []):
-        text += format_report(child, indent + "  ")
+    children = data.get("children", [])
+    quiet = [child for child in children if _placed_nothing(child)]
+    if len(quiet) < 2:
+        quiet = []
+    for child in children:
+        if child not in quiet:
+            text += format_report(child, indent + "  ")
+    if quiet:  # a DataLoader's workers, forked with the simulator: one line, not one report each
+        text += (f"{indent}  {len(quiet)} simulated child processes placed nothing on a simulated GPU "
+                 f"(processes {_ranges([child['process'] for child in quiet])})\n")
     return text
+
+
+def _placed_nothing(data: dict) -> bool:
+    """A child process with nothing to report: no tensor, thread, group or warning of
+    its own, and no children of its own."""
+    visible = data.get("visible_devices") or {}
+    return not (data["devices"] or data["threads"] or data["suspicious"] or data.get("process_groups")
+                or data.get("unbound_process_groups") or visible.get("changed_after_init")
+                or data.get("children"))
+
+
+def _ranges(numbers: List[int]) -> str:
+    """``1-3, 5`` for [1, 2, 3, 5]."""
+    spans: List[List[int]] = []
+    for n in sorted(numbers):
+        if spans and spans[-1][1] == n - 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)

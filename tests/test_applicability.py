@@ -86,3 +86,16 @@ def test_a_guard_that_makes_cuda_certain_makes_the_fallback_device_safe(flag, gu
     text = f"import torch\n{flag}{guard}\n    m = torch.nn.Linear(2, 2).cuda()\n"
     [v] = [v for v in check_source(text) if v.code == "TDL001"]
     assert (v.fix.applicability is Applicability.SAFE) is safe, v.fix.message
+
+
+@pytest.mark.parametrize("receiver, safe", [
+    ("torch.ones(n) * (1 - threshold)", True),  # a legacy eval script's threshold
+    ("torch.from_numpy(a).float().unsqueeze(0) / 255.0", True),
+    ("-torch.ones(n)", True),
+    ("weights * torch.ones(n)", False),  # the left operand's operator decides: unknown
+    ("not torch.ones(n)", False),
+])
+def test_arithmetic_on_a_tensor_is_a_tensor(receiver, safe):
+    text = f"import torch\ndevice = torch.device('cuda')\nx = {receiver}\ny = x.cuda()\n"
+    (v,) = findings(text)
+    assert v.fix.applicability.value == ("safe" if safe else "unsafe"), v.fix.message

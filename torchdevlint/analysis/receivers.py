@@ -124,6 +124,12 @@ class ReceiversMixin:
                 return self._kind_of_bindings(self.values_of(expr.value, scope), _depth, use_project)
             finally:
                 self._typing.discard(key)
+        if isinstance(expr, cst.BinaryOperation):  # `torch.ones(n) * (1 - t)`: the tensor's own operator
+            kind = self.torch_kind(expr.left, scope, _depth + 1, use_project)
+            return kind if kind in ("tensor", _CYCLE) else None
+        if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
+            kind = self.torch_kind(expr.expression, scope, _depth + 1, use_project)
+            return kind if kind in ("tensor", _CYCLE) else None
         if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
                 and expr.value.value == "self"):
             klass = self.enclosing_class(scope)

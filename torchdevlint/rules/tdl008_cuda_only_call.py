@@ -31,7 +31,7 @@ class CudaOnlyCall(Rule):
     code = "TDL008"
     name = "cuda-only-call"
     summary = ("a `torch.cuda` call that raises without CUDA (`synchronize()`, `Event`, `current_device()`, a "
-               "rank's `set_device`), an NCCL process group, SyncBatchNorm, one process per GPU, pinned memory, "
+               "`set_device`), an NCCL process group, SyncBatchNorm, one process per GPU, pinned memory, "
                "with nothing checking for CUDA; `assert torch.cuda.is_available()` or a script's stop without it (opt-in)")
     opt_in = True
     triggers = ("cuda", "nccl", "SyncBatchNorm", "pin_memory")
@@ -65,9 +65,13 @@ class CudaOnlyCall(Rule):
         raises on the CPU path. Not the calls that are harmless without CUDA
         (`empty_cache()`, `manual_seed()`, `memory_allocated()`, `device_count()`).
 
-        Per-rank code too: a rank's `torch.cuda.set_device(rank)` (a spawned worker, a
-        rank's setup, a thread that binds its own device and works there: correct code that
-        still raises; a global one is TDL101's, a pool task's or an idle thread's TDL102's), `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (its batch
+        `torch.cuda.set_device(k)`, wherever it runs: a rank's (a spawned worker, a rank's
+        setup, a thread that binds its own device and works there: correct code that still
+        raises), or a global one (TDL101's finding too, for the current device it changes:
+        a script that starts with `torch.cuda.set_device(args.gpu)` stops there without
+        CUDA, however its placements fall back); a pool task's or an idle thread's is
+        TDL102's, which moves it. Per-rank code too:
+        `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (its batch
         norms then raise on CPU tensors across ranks), a process group on the NCCL
         backend, `init_process_group("nccl")` or `backend="nccl"` ("Distributed package
         doesn't have NCCL built in"; or a name that holds `"nccl"`, reported where it is
@@ -164,7 +168,6 @@ class CudaOnlyCall(Rule):
         "import torch\nimport pytest\n@pytest.mark.gpu\ndef test_stream():\n    s = torch.cuda.Stream()\n"
         "    s.synchronize()\n",
         "import cupy\ndef f():\n    cupy.cuda.Stream.null.synchronize()\n",
-        "import torch\ndef f():\n    torch.cuda.set_device(0)\n",
         # a backend that is a parameter, mixed, or chosen on a condition
         "import torch.distributed as dist\ndef setup(backend):\n    dist.init_process_group(backend)\n",
         "import torch.distributed as dist\nimport sys\nif sys.argv[1:]:\n    BACKEND = 'nccl'\n"
@@ -270,6 +273,13 @@ class CudaOnlyCall(Rule):
                 "local_rank = int(os.environ['LOCAL_RANK'])\n"
                 "dist.init_process_group(backend=\"nccl\" if torch.cuda.is_available() else \"gloo\")\n"
                 "if torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\nprint(dist.get_rank())\n"),
+        # a script's global binding (TDL101's too): the migration has to get past it
+        Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--gpu', type=int, default=0)\nargs = parser.parse_args()\n"
+                "torch.cuda.set_device(args.gpu)\nprint(torch.zeros(1))\n",
+                "import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--gpu', type=int, default=0)\nargs = parser.parse_args()\n"
+                "if torch.cuda.is_available():\n    torch.cuda.set_device(args.gpu)\nprint(torch.zeros(1))\n"),
         # a thread that binds its own device and works there
         Example("import threading\nimport torch\n\n\nclass Prefetch(threading.Thread):\n    def __init__(self, gpu, data):\n"
                 "        super().__init__()\n        self.gpu, self.data = gpu, data\n\n    def run(self):\n"
@@ -355,7 +365,7 @@ class CudaOnlyCall(Rule):
                     named is not None and named[0] is not site and not unconditional(ctx, named[0], backend)):
                 continue  # (reported at the binding two calls share; a backend chosen on a condition)
             if not (site.qualname in N.CUDA_ONLY or block or backend is not None or sync_bn is not None
-                    or count is not None or pinned is not None or _rank_binding(a, site)) \
+                    or count is not None or pinned is not None or _binds_a_gpu(a, site)) \
                     or not unconditional(ctx, site, site.node, stops_only=True, with_item=block):
                 continue
             func = a.code(site.node.func)
@@ -621,14 +631,14 @@ def _pinned(a, site: CallSite) -> Union[cst.BaseExpression, cst.Arg, None]:
     return None
 
 
-def _rank_binding(a, site: CallSite) -> bool:
-    """``torch.cuda.set_device(k)`` binding a process's GPU (a spawned worker, a rank's
-    setup, a script launched per rank) or a thread's own (then working there): correct
-    code that raises without CUDA. A global one is TDL101's, a pool task's or an idle
-    thread's TDL102's; not ``set_device(current_device())``."""
+def _binds_a_gpu(a, site: CallSite) -> bool:
+    """``torch.cuda.set_device(k)``, which raises without CUDA: a process's binding or a
+    thread's own (correct code), or a global one (TDL101's finding too, for the current
+    device it changes, with no rewrite of its own where other code depends on it: a
+    migration still has to get past it). Not a pool task's or an idle thread's (TDL102
+    rewrites the binding itself), nor ``set_device(current_device())``, a no-op."""
     return (site.qualname == "torch.cuda.set_device" and not site.has_star_args
-            and (a.binding_context(site) in ("process", "distributed-setup", "rank") or a.thread_binding(site) == "own")
-            and not a.devices.is_current_device_noop(site))
+            and a.thread_binding(site) in (None, "own") and not a.devices.is_current_device_noop(site))
 
 
 def _entered_device_blocks(a) -> set:

@@ -50,7 +50,8 @@ class HardcodedGpuDevice(Rule):
         a `store_true` flag, as EDSR-style trainers have; `"cuda" if not args.no_cuda else
         "cpu"`; a flag derived from one, `opt.cuda = not opt.no_cuda`, `use_cuda = not
         args.no_cuda`; declared in another file, a flag named for the CPU, `--cpu`,
-        `--no-cuda`, is taken as off): what the script does when run as written, chosen
+        `--no-cuda`, is taken as off; a switch the script sets once in its text, `cuda =
+        True`): what the script does when run as written, chosen
         unconditionally in a statement (not under an `if`, not one side of `a if c else b`
         or of `a or b`, not a parameter's default), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
@@ -124,6 +125,10 @@ class HardcodedGpuDevice(Rule):
         "import argparse, torch\np = argparse.ArgumentParser()\np.add_argument('--cuda', action='store_true')\n"
         "args = p.parse_args()\ndevice = torch.device('cuda' if args.cuda else 'cpu')\n",
         "import torch\ndef build(args):\n    return torch.device('cuda' if args.gpu else 'cpu')\n",
+        # a switch set to the CPU in the script's text, or assigned more than once
+        "import torch\ncuda = False\ndevice = torch.device('cuda' if cuda else 'cpu')\n",
+        "import sys, torch\ncuda = True\nif '--cpu' in sys.argv:\n    cuda = False\n"
+        "device = torch.device('cuda' if cuda else 'cpu')\n",
         # derived flags that already ask, or from a flag whose default is the CPU
         "import torch\ndef build(args):\n    use_cuda = not args.no_cuda and torch.cuda.is_available()\n"
         "    return torch.device('cuda' if use_cuda else 'cpu')\n",
@@ -257,6 +262,11 @@ class HardcodedGpuDevice(Rule):
                 "import torch\n\n\nclass Trainer:\n    def __init__(self, args, model):\n        self.args = args\n"
                 "        self.device = torch.device('cpu' if self.args.cpu or not torch.cuda.is_available() else 'cuda')\n"
                 "        self.model = model.to(self.device)\n"),
+        # ... or the script's own switch, set in its text (PyTorch-GAN's scripts, edited)
+        Example("import torch\ncuda = True\ndevice = torch.device('cuda' if cuda else 'cpu')\n"
+                "print(torch.zeros(1, device=device))\n",
+                "import torch\ncuda = True\ndevice = torch.device('cuda' if cuda and torch.cuda.is_available() else 'cpu')\n"
+                "print(torch.zeros(1, device=device))\n"),
         # a checkpoint restored onto a GPU
         Example("import torch\n\n\ndef resume(model, path):\n"
                 "    model.load_state_dict(torch.load(path, map_location='cuda:0'))\n",
@@ -487,11 +497,15 @@ def _flag_choice(a, expr: cst.IfExp) -> Optional[_Rewrite]:
         test, negated = test.expression, True
     if isinstance(test, cst.Name):  # use_cuda = not args.no_cuda (its one assignment in the file)
         derived = _derived_flag(a, test.value)
-        if derived is None or derived[0] not in N.CONFIG_NAMES:
+        constant = _constant_flag(a, test.value)
+        if constant is not None:  # cuda = True: the script's own switch, as written
+            default = constant
+        elif derived is None or derived[0] not in N.CONFIG_NAMES:
             return None
-        config, name, negated_there = derived
-        default = _flag_default(a, config, name)
-        default = None if default is None else default != negated_there
+        else:
+            config, name, negated_there = derived
+            default = _flag_default(a, config, name)
+            default = None if default is None else default != negated_there
     else:
         config = test.value if isinstance(test, cst.Attribute) else None
         if isinstance(config, cst.Attribute) and isinstance(config.value, cst.Name) and config.value.value == "self":
@@ -518,6 +532,13 @@ def _flag_default(a, config: str, name: str, depth: int = 0) -> Optional[bool]:
         if value is not None:
             default = value != derived[2]
     return default
+
+
+def _constant_flag(a, flag: str) -> Optional[bool]:
+    """``True``/``False`` when the one assignment of the name ``flag`` in the file is that
+    literal (``cuda = True`` at a GAN script's top, switched by editing the script)."""
+    values = a.devices.flag_values(flag)
+    return {"True": True, "False": False}.get(values[0].strip()) if len(values) == 1 else None
 
 
 def _derived_flag(a, flag: str) -> Optional[Tuple[str, str, bool]]:

@@ -160,13 +160,10 @@ def chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> boo
         def leave_BooleanOperation(self, n: cst.BooleanOperation) -> None:
             self.depth -= 1
 
-        def visit_Call(self, n: cst.Call) -> None:
+        def on_visit(self, n: cst.CSTNode) -> bool:  # the call, a string, a rank's index (`device_id`)
             if n is node:
                 found.append(self.depth > 0)
-
-        def visit_SimpleString(self, n: cst.SimpleString) -> None:
-            if n is node:
-                found.append(self.depth > 0)
+            return super().on_visit(n)
 
     if site.line is None:  # a `with` item: the call is the whole item, in no expression
         return False

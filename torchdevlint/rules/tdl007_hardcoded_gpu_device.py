@@ -22,10 +22,15 @@ class HardcodedGpuDevice(Rule):
     summary = ('a GPU the code names (`torch.device("cuda:0")`, `.cuda(0)`, `.to(f"cuda:{gpu}")`) with no CPU '
                "fallback: the code cannot run without CUDA (opt-in)")
     opt_in = True
-    triggers = ("cuda",)
+    # "cpu": an option's help that gives the CPU's value; "rank", "gpu", "device_id": a
+    # process's GPU index used as a device (`.to(rank)`), with no "cuda" in the file
+    triggers = ("cuda", "CPU", "cpu", "rank", "gpu", "device_id")
     # the gate on the code: a `cuda` method called (`.cuda(0)`), or a string that starts
-    # with "cuda" (`torch.device("cuda")`, `.to("cuda")`, `device="cuda:0"`)
-    needs = (("call:cuda", "str^cuda"),)
+    # with "cuda" (`torch.device("cuda")`, `.to("cuda")`, `device="cuda:0"`), or one that
+    # names the CPU (an option's help: "use -1 for CPU"), or the name of a process's GPU
+    # index (`_RANK_INDEX_NAMES`)
+    needs = (("call:cuda", "str^cuda", "str~CPU", "str~cpu", "name:rank", "name:local_rank", "name:localrank",
+              "name:device_id", "name:gpu", "name:gpu_id", "name:local_gpu"),)
     fixable = "sometimes"
     fix_summary = ('`"cuda:0" if torch.cuda.is_available() else "cpu"` in place of the GPU (`.cuda(0)` becomes '
                    "`.to(...)`, `.cuda(gpu)` runs only with CUDA; unsafe); display at a library's module level")
@@ -45,7 +50,10 @@ class HardcodedGpuDevice(Rule):
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
         used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound),
-        a command line's default (`add_argument("--device", default="cuda")`), or a choice
+        a command line's default (`add_argument("--device", default="cuda")`; a GPU index,
+        `add_argument("-gpu", default=0, help="... for CPU mode set -gpu = c")`, where the
+        help gives the project's own value for the CPU: "use -1 for CPU", as pix2pix's
+        `--gpu_ids` says, "-1 means CPU"), or a choice
         on a flag whose default is the GPU (`"cpu" if args.cpu else "cuda"` with `--cpu`
         a `store_true` flag, as EDSR-style trainers have; `"cuda" if not args.no_cuda else
         "cpu"`; a flag derived from one, `opt.cuda = not opt.no_cuda`, `use_cuda = not
@@ -97,7 +105,10 @@ class HardcodedGpuDevice(Rule):
         gpu) if torch.cuda.is_available() else torch.device("cpu")`), and `.cuda(gpu)`
         the call or its receiver as it is (`x.cuda(gpu) if torch.cuda.is_available() else
         x`; a statement of its own, `model.cuda(args.gpu)`, goes under `if
-        torch.cuda.is_available():`; display when the receiver spans lines). A name's
+        torch.cuda.is_available():`; display when the receiver spans lines); an option's
+        GPU index falls back to the CPU's value its help gives (`default=0 if
+        torch.cuda.is_available() else "c"`: the program's own CPU path, which the rest of
+        its plumbing follows). A name's
         string changes where it is bound, once for all its uses. Unsafe: on a
         machine without CUDA the program now runs on the CPU instead of failing (which is
         the point, but changes behaviour). `is_available()` initialises CUDA: the fix is
@@ -125,6 +136,18 @@ class HardcodedGpuDevice(Rule):
         "import argparse, torch\np = argparse.ArgumentParser()\np.add_argument('--cuda', action='store_true')\n"
         "args = p.parse_args()\ndevice = torch.device('cuda' if args.cuda else 'cpu')\n",
         "import torch\ndef build(args):\n    return torch.device('cuda' if args.gpu else 'cpu')\n",
+        # a GPU index as an option's default with no CPU value in its help, or one the
+        # option's type cannot hold, or an option that is not a GPU's
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('--gpu', type=int, default=0)\n"
+        "args = p.parse_args()\n",
+        "import argparse\np = argparse.ArgumentParser()\n"
+        "p.add_argument('-gpu', type=int, default=0, help='for CPU mode set -gpu = c')\nargs = p.parse_args()\n",
+        "import argparse\np = argparse.ArgumentParser()\n"
+        "p.add_argument('--workers', type=int, default=0, help='use -1 for CPU count')\nargs = p.parse_args()\n",
+        # a rank's index on one side of a choice (fairscale's benchmark, OpenNMT's iterator)
+        "import torch\ndef run(rank, args):\n    return torch.device('cpu') if args.cpu else torch.device(rank)\n",
+        "import torch\ndef make(device_id):\n"
+        "    return torch.device(device_id) if device_id >= 0 else torch.device('cpu')\n",
         # a switch set to the CPU in the script's text, or assigned more than once
         "import torch\ncuda = False\ndevice = torch.device('cuda' if cuda else 'cpu')\n",
         "import sys, torch\ncuda = True\nif '--cpu' in sys.argv:\n    cuda = False\n"
@@ -267,6 +290,21 @@ class HardcodedGpuDevice(Rule):
                 "print(torch.zeros(1, device=device))\n",
                 "import torch\ncuda = True\ndevice = torch.device('cuda' if cuda and torch.cuda.is_available() else 'cpu')\n"
                 "print(torch.zeros(1, device=device))\n"),
+        # a rank's GPU index as a device, in a file that never spells "cuda"
+        Example("import torch\nimport torch.distributed as dist\n\n\ndef worker(rank, world):\n"
+                "    dist.init_process_group('gloo', rank=rank, world_size=world)\n"
+                "    return torch.nn.Linear(2, 2).to(rank)\n",
+                "import torch\nimport torch.distributed as dist\n\n\ndef worker(rank, world):\n"
+                "    dist.init_process_group('gloo', rank=rank, world_size=world)\n"
+                "    return torch.nn.Linear(2, 2).to(rank if torch.cuda.is_available() else \"cpu\")\n"),
+        # a GPU index as an option's default, where the help gives the CPU's value (pix2pix's
+        # `--gpu_ids`): the project's own CPU path becomes the default without CUDA
+        Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--gpu_ids', type=str, default='0', help='gpu ids: e.g. 0  0,1,2, 0,2. use -1 for CPU')\n"
+                "opt = parser.parse_args()\nprint(opt.gpu_ids)\n",
+                "import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--gpu_ids', type=str, default='0' if torch.cuda.is_available() else '-1', "
+                "help='gpu ids: e.g. 0  0,1,2, 0,2. use -1 for CPU')\nopt = parser.parse_args()\nprint(opt.gpu_ids)\n"),
         # a checkpoint restored onto a GPU
         Example("import torch\n\n\ndef resume(model, path):\n"
                 "    model.load_state_dict(torch.load(path, map_location='cuda:0'))\n",
@@ -306,6 +344,9 @@ class HardcodedGpuDevice(Rule):
                 shown = f"{rewrite.device}={shown}"
             if rewrite.kind == "flag":
                 what = "picks a GPU unless the command line says otherwise: run as written,"
+            elif rewrite.kind == "option":  # a GPU index as an option's default
+                shown = f"{_option_name(site)}={shown}"
+                what = (f"picks a GPU by default (its help gives `{rewrite.device}` for the CPU): run as written,")
             elif rewrite.kind == "bound":  # a bare `.cuda()` a binding made right
                 why = re.sub(r"^a binding (on line \d+) runs first$", r"the one \1",
                              devices.verdicts[node].why)  # type: ignore[index]
@@ -344,6 +385,8 @@ class HardcodedGpuDevice(Rule):
             flag = node.test  # type: ignore[attr-defined]
             joined = "and" if rewrite.device == "and" else "or not"
             edit = ctx.replace(flag, f"{a.code(flag)} {joined} {test}")
+        elif rewrite.kind == "option":  # default=0 -> 0 if ... else "c": the project's own CPU value
+            edit = ctx.replace(node, f"{a.code(node)} if {test} else {rewrite.device}")
         elif rewrite.kind == "ids":  # DistributedDataParallel(device_ids=[rank]): none on the CPU
             edit = ctx.replace(node, f"{a.code(node)} if {test} else None")
         else:  # torch.device("cuda", gpu): the whole call, or the CPU
@@ -423,6 +466,10 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
             text = _cuda_text(default.value) if default is not None else None
             if text is not None:
                 found.append((site, default.value, _Rewrite("literal", text, default.value.quote[-1])))  # type: ignore[union-attr]
+            elif default is not None:  # parser.add_argument("-gpu", default=0, help="... for CPU mode set -gpu = c")
+                cpu = _cpu_value(site, default.value)
+                if cpu is not None:
+                    found.append((site, default.value, _Rewrite("option", cpu)))
         for value in _device_arguments(site):
             flag = _flag_choice(a, value) if isinstance(value, cst.IfExp) else None
             if flag is not None:  # torch.device("cpu" if args.cpu else "cuda")
@@ -557,6 +604,55 @@ def _declares_options(a) -> bool:
     """Whether this file declares command-line options itself (then their defaults are
     what counts, not names)."""
     return any(site.method == "add_argument" for site in a.calls)
+
+
+# option names that hold a GPU index (or a list of them)
+_GPU_OPTION = re.compile(r"(?:gpus?|gpu_?ids?|cuda_device|devices?|device_ids?)")
+# the CPU's value, as an option's help spells it: "use -1 for CPU" (pix2pix's `--gpu_ids`),
+# "for CPU mode set -gpu = c" (neural-style's), "-1 means CPU", "'cpu' for the CPU"
+_CPU_IN_HELP = (
+    re.compile(r"(?:use|set|pass|give|specify)\s+(?:it\s+)?(?:to\s+)?(?:-{1,2}[\w-]+\s*=?\s*)?['\"]?(-1|c|cpu)['\"]?"
+               r"\s+(?:for|to use|to run on)\s+(?:the\s+)?cpu\b"),
+    re.compile(r"for\s+(?:the\s+)?cpu(?:\s+mode|\s+only)?\s*,?\s*(?:set|use|pass)\s+(?:-{1,2}[\w-]+\s*=?\s*)?"
+               r"['\"]?(-1|c|cpu)['\"]?(?![\w-])"),
+    re.compile(r"(?<![\w-])['\"]?(-1|cpu)['\"]?\s*(?:=|:|means|for|->)\s*(?:the\s+)?cpu\b"),
+)
+
+
+def _cpu_value(site: CallSite, default: cst.BaseExpression) -> Optional[str]:
+    """The CPU's value of a command-line option whose default is a GPU index (``-gpu``
+    with ``default=0``, ``--gpu_ids`` with ``default='0'`` or ``'0,1'``), when its help
+    spells it (``_CPU_IN_HELP``), written as the default is (a number, or a string in
+    its quotes); None otherwise (the project knows no CPU, or does not say how)."""
+    name = _option_name(site)
+    if name is None or not _GPU_OPTION.fullmatch(name.lstrip("-").replace("-", "_").lower()):
+        return None
+    given = site.keyword("help")
+    help_text = given.value.evaluated_value if given is not None and isinstance(
+        given.value, (cst.SimpleString, cst.ConcatenatedString)) else None
+    if not isinstance(help_text, str):
+        return None
+    text = " ".join(help_text.lower().split())
+    found = next((m.group(1) for pattern in _CPU_IN_HELP for m in [pattern.search(text)] if m), None)
+    if found is None:
+        return None
+    kind = site.keyword("type")
+    numeric = kind is not None and isinstance(kind.value, cst.Name) and kind.value.value == "int"
+    if isinstance(default, cst.Integer) and default.value.isdigit():
+        return found if found == "-1" else (None if numeric else f'"{found}"')
+    if (isinstance(default, cst.SimpleString) and re.fullmatch(r"\d+(?:,\d+)*", str(default.evaluated_value))
+            and not numeric):
+        return f"{default.quote}{found}{default.quote}"
+    return None
+
+
+def _option_name(site: CallSite) -> Optional[str]:
+    """The longest of an ``add_argument``'s option strings (``--gpu_ids`` of ``-g``,
+    ``--gpu_ids``), or None."""
+    names = [arg.value.evaluated_value for arg in site.node.args
+             if arg.keyword is None and isinstance(arg.value, cst.SimpleString)]
+    names = [n for n in names if isinstance(n, str)]
+    return max(names, key=len) if names else None
 
 
 def _cpu_text(value: cst.BaseExpression) -> bool:

@@ -32,6 +32,8 @@ EXPECTATIONS = {
     "tdl104/loader_thread.py": {"fixed_runs_on_cpu": False},
     # the literal device_ids=[1, 2] wrapper is display-only, so its .cuda() stays
     "tdl201/aliased.py": {"fixed_runs_on_cpu": False},
+    # the module moves to the "cuda:0" it names (TDL007, not selected here, gives the fallback)
+    "tdl201/literal_first_gpu.py": {"fixed_runs_on_cpu": False},
     # NCCL process groups: the CPU build has no NCCL (nor a rendezvous here); the
     # simulator runs them as one-process groups
     "tdl106/torchrun_script.py": {"fixed_runs_on_cpu": False},

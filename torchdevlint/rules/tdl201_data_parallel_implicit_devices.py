@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, List
+from typing import Iterable, List, Optional
 
 import libcst as cst
 
@@ -59,9 +59,15 @@ class DataParallelImplicitDevices(Rule):
         without CUDA `DataParallel` is a pass-through and `device_ids` is empty, so the
         program still runs where `.cuda()` failed: a behaviour change, so the fix is
         **unsafe** (also when the file changes the current device, or for a subclass of
-        `DataParallel`). It is display-only with literal `device_ids`, in a library module
-        (the inserted `device_count()` would query CUDA at import in every importer), and
-        in a module that sets `CUDA_VISIBLE_DEVICES`.
+        `DataParallel`). It is display-only in a library module (the inserted
+        `device_count()` would query CUDA at import in every importer), and in a module
+        that sets `CUDA_VISIBLE_DEVICES`. With literal `device_ids` that start at 0 the
+        module moves to `cuda:0` before wrapping (`DP(m.to("cuda:0"), device_ids=[0, 1])`;
+        a later `.cuda()` becomes `.to("cuda:0")`): where `.cuda()` put it unless code
+        elsewhere changed the current device (unsafe); a migration's TDL007 then gives that
+        GPU its CPU fallback. Other literal `device_ids` (`[1, 2]`), or a file that changes
+        the current device: display-only (moving the module to `device_ids[0]` fixes the
+        bug, and changes where it lives).
     """
     VALID = (
         "import torch.nn as nn\nmodel = nn.DataParallel(model.to(device), device_ids=device_ids)\n",
@@ -78,7 +84,16 @@ class DataParallelImplicitDevices(Rule):
             'primary_device = torch.device("cuda", device_ids[0]) if device_ids else torch.device("cpu")\n'
             "model = nn.DataParallel(nn.Linear(2, 2).to(primary_device), device_ids=device_ids)\n",
         ),
+        # literal device_ids: moving to device_ids[0] is the bug's fix (display), unless
+        # that is cuda:0, where `.cuda()` put it anyway
         Example("from torch.nn import DataParallel as DP\nmodel = DP(model, device_ids=[1, 2]).cuda()\n"),
+        Example("from torch.nn import DataParallel as DP\nmodel = DP(model, device_ids=[0, 1]).cuda()\n",
+                'from torch.nn import DataParallel as DP\nmodel = DP(model.to("cuda:0"), device_ids=[0, 1])\n'),
+        Example("import torch.nn as nn\n\n\nclass Trainer:\n    def __init__(self, net):\n"
+                "        self.net = nn.DataParallel(net, device_ids=[0, 1])\n        self.net.cuda()\n",
+                "import torch.nn as nn\n\n\nclass Trainer:\n    def __init__(self, net):\n"
+                '        self.net = nn.DataParallel(net.to("cuda:0"), device_ids=[0, 1])\n'
+                '        self.net.to("cuda:0")\n'),
         Example(
             "import torch\nimport torch.nn as nn\n"
             "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
@@ -103,10 +118,7 @@ class DataParallelImplicitDevices(Rule):
             if wrap.literal_ids is not None:
                 ids = ", ".join(map(str, wrap.literal_ids)) or ""
                 first = wrap.literal_ids[0] if wrap.literal_ids else 0
-                fix = Fix(Applicability.DISPLAY,
-                          f"Move the module to cuda:{first} before wrapping, e.g. "
-                          f"`DataParallel(module.to(\"cuda:{first}\"), device_ids=[{ids}])`, "
-                          "and drop `.cuda()`")
+                fix = self._literal_fix(ctx, wrap, first, changes_device)
                 message = (f"`DataParallel` with device_ids=[{ids}] is moved with `.cuda()` to the "
                            f"current device, not cuda:{first}: forward fails unless they match; "
                            "move the module to device_ids[0] before wrapping (or use DistributedDataParallel)")
@@ -118,39 +130,60 @@ class DataParallelImplicitDevices(Rule):
                            "wrapping (or use DistributedDataParallel)")
             yield ctx.violation(wrap.move.node, message, fix)
 
-    def _fix(self, ctx: Context, wrap: DataParallelWrap, anchor: int, changes_device: bool) -> Fix:
+    def _literal_fix(self, ctx: Context, wrap: DataParallelWrap, first: int, changes_device: bool) -> Fix:
+        """``DP(m, device_ids=[0, 1]).cuda()`` -> ``DP(m.to("cuda:0"), device_ids=[0, 1])``:
+        the module goes where DataParallel needs it, the GPU `.cuda()` picks unless
+        something changed the current device (unsafe: code elsewhere may have). A first
+        id other than 0, or a file that changes the current device: display (moving
+        there is the bug's fix, and changes where the module lives)."""
+        if first != 0 or changes_device or (wrap.wrap.keyword("module") or wrap.wrap.positional(0)) is None:
+            ids = ", ".join(map(str, wrap.literal_ids or []))
+            return Fix(Applicability.DISPLAY,
+                       f"Move the module to cuda:{first} before wrapping, e.g. "
+                       f"`DataParallel(module.to(\"cuda:{first}\"), device_ids=[{ids}])`, and drop `.cuda()`")
+        return Fix(Applicability.UNSAFE, "Move the module to cuda:0 before wrapping, and drop `.cuda()` (where "
+                                         "`.cuda()` put it, unless code elsewhere changed the current device)",
+                   tuple(self._moved(ctx, wrap, '"cuda:0"')))
+
+    def _moved(self, ctx: Context, wrap: DataParallelWrap, target: str, ids: Optional[str] = None) -> List[Edit]:
+        """The edits that move the wrapped module to ``target`` before wrapping (passing
+        ``device_ids=<ids>`` when given) and drop or retarget the move after it."""
         a = ctx.analysis
         call = wrap.wrap.node
+        module_arg = wrap.wrap.keyword("module") or wrap.wrap.positional(0)
+        value = module_arg.value  # type: ignore[union-attr]
+        moved = a.code(value) if isinstance(value, _SIMPLE) else f"({a.code(value)})"
+        new_args: List[cst.Arg] = []
+        for arg in call.args:
+            if arg is module_arg:
+                arg = arg.with_changes(value=cst.parse_expression(f"{moved}.to({target})"))
+            new_args.append(arg)
+        if ids is not None:
+            last = new_args[-1]
+            if last.comma is cst.MaybeSentinel.DEFAULT:
+                new_args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            new_args.append(cst.Arg(cst.Name(ids), keyword=cst.Name("device_ids"),
+                                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+        new_call = a.code(call.with_changes(args=new_args, lpar=[], rpar=[]))
+        if wrap.shape == "chained":
+            return [ctx.replace(wrap.move.node, new_call)]
+        return [ctx.replace(call, new_call), ctx.cuda_to_device(wrap.move.node, target)]
+
+    def _fix(self, ctx: Context, wrap: DataParallelWrap, anchor: int, changes_device: bool) -> Fix:
+        a = ctx.analysis
         module_arg = wrap.wrap.keyword("module") or wrap.wrap.positional(0)
         if module_arg is None:
             return Fix(Applicability.DISPLAY, "Pass the module and `device_ids` explicitly")
         ids = a.free_name("device_ids")
         primary = a.free_name("primary_device", taken=(ids,))
         torch = a.torch_alias or "torch"
-        value = module_arg.value
-        moved = a.code(value) if isinstance(value, _SIMPLE) else f"({a.code(value)})"
-        new_args: List[cst.Arg] = []
-        for arg in call.args:
-            if arg is module_arg:
-                arg = arg.with_changes(value=cst.parse_expression(f"{moved}.to({primary})"))
-            new_args.append(arg)
-        last = new_args[-1]
-        if last.comma is cst.MaybeSentinel.DEFAULT:
-            new_args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        new_args.append(cst.Arg(cst.Name(ids), keyword=cst.Name("device_ids"),
-                                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
-        new_call = a.code(call.with_changes(args=new_args, lpar=[], rpar=[]))
         lines = [f"{ids} = list(range({torch}.cuda.device_count()))",
                  f'{primary} = {torch}.device("cuda", {ids}[0]) if {ids} else {torch}.device("cpu")']
         try:
             edits: List[Edit] = ctx.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None)
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"Not rewritten: {exc}")
-        if wrap.shape == "chained":
-            edits.append(ctx.replace(wrap.move.node, new_call))
-        else:
-            edits.append(ctx.replace(call, new_call))
-            edits.append(ctx.cuda_to_device(wrap.move.node, primary))
+        edits += self._moved(ctx, wrap, primary, ids)
         local_subclass = wrap.wrap.qualname is None
         reasons = []
         if changes_device:

@@ -45,7 +45,7 @@ def test_a_notebook_is_fixed_byte_exactly_outside_the_changed_cells(tmp_path):
     after = target.read_text(encoding="utf-8")
     old, new = json.loads(before), json.loads(after)
     changed = [i for i, (a, b) in enumerate(zip(old["cells"], new["cells"])) if a != b]
-    assert changed == [1, 2, 3]
+    assert changed == [1, 2, 3, 5]  # the migration runs the global set_device only with CUDA (TDL008)
     for i in changed:  # only the source changed, and magics are kept verbatim
         assert {k: v for k, v in old["cells"][i].items() if k != "source"} == \
             {k: v for k, v in new["cells"][i].items() if k != "source"}
@@ -54,6 +54,7 @@ def test_a_notebook_is_fixed_byte_exactly_outside_the_changed_cells(tmp_path):
         'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")']
     assert new["cells"][3]["source"][0] == "x = torch.randn(8, 4).to(device)  # a batch\n"
     assert new["cells"][3]["source"][2] == "files = !ls\n"
+    assert "".join(new["cells"][5]["source"]).startswith("if torch.cuda.is_available():\n    torch.cuda.set_device(0)\n")
     # every byte outside the rewritten source values is the same
     spans_before = before.split('"source": ')
     spans_after = after.split('"source": ')

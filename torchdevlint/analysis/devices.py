@@ -622,6 +622,24 @@ class DeviceFacts:
                     return p
         return asked[0]
 
+    def tested_tensor(self, site: CallSite) -> Optional[str]:
+        """The tensor whose ``.is_cuda`` the innermost ``if`` around the site tests (``if
+        next(self.parameters()).is_cuda:``, a conjunct of an ``and``; no ``or``, no
+        ``not``) when the site moves something else: the code moves to CUDA *because*
+        that tensor is there, and its device is the one meant. Not ``self.is_cuda`` or
+        ``args.is_cuda``: a flag of an object, not a tensor's device."""
+        headers = self.guard_tests(site)[:1]
+        test = headers[0].split(None, 1)[1].rstrip().rstrip(":") if headers else ""
+        if not test or re.search(r"\b(?:or|not)\b", test):
+            return None
+        receiver = "".join(self.a.code(site.node.func.value).split())  # type: ignore[union-attr]
+        for conjunct in re.split(r"\band\b", test):
+            m = re.fullmatch(r"\s*\(?\s*(.+?)\.is_cuda\s*\)?\s*", conjunct)
+            tensor = "".join(m.group(1).split()) if m else ""
+            if tensor and tensor != receiver and tensor not in ("self", "cls") and tensor not in _CONFIG_NAMES:
+                return m.group(1).strip()  # type: ignore[union-attr]
+        return None
+
     def guard_tests(self, site: CallSite) -> List[str]:
         """The ``if``/``elif`` lines that enclose ``site`` in its function, innermost first
         (read from the source text by indentation)."""
@@ -715,6 +733,9 @@ class DeviceFacts:
             p = self.input_device(site)
             if p is not None:
                 return Verdict("TDL002", f"the input `{p}`", DeviceChoice(f"{p}.device", False, f"the input `{p}`"))
+        tested = self.tested_tensor(site)
+        if tested is not None:  # if next(self.parameters()).is_cuda: x = x.cuda()
+            return Verdict("TDL002", f"`{tested}`", DeviceChoice(f"{tested}.device", False, f"`{tested}`"))
         chosen = self.chosen_device(site)
         if chosen is not None and not chosen.exact and chosen.exact_if and self._guarded_by(site, chosen.exact_if):
             chosen = DeviceChoice(chosen.code, True, chosen.why)  # `if cuda:` under `device = ... if cuda`

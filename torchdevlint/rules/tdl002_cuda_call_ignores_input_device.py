@@ -22,7 +22,12 @@ class CudaCallIgnoresInputDevice(Rule):
         `self.x`, not a module), in a function that asks one of its inputs for its device
         (`p.device`, `p.is_cuda`, `p.get_device()`, `p.new_zeros(...)`): typical library
         code such as `scale.cuda()` next to `w.device`, or
-        `window_sum.cuda() if magnitude.is_cuda else window_sum`.
+        `window_sum.cuda() if magnitude.is_cuda else window_sum`. Also any bare `.cuda()`
+        under an `if` that tests another tensor's `.is_cuda` (`if
+        next(model.parameters()).is_cuda: input = input.cuda()`, as model-complexity
+        counters and vocoders write it; one conjunct of an `and`, no `or`, no `not`): the
+        code moves there *because* that tensor is on a GPU. Not a flag of an object
+        (`if self.is_cuda:`, `if args.is_cuda:`).
     """
     why = """
         The input is on the device the caller chose; `.cuda()` sends the new tensor to
@@ -50,6 +55,11 @@ class CudaCallIgnoresInputDevice(Rule):
         "import torch\ndef f(n):\n    return torch.zeros(n).cuda()\n",  # no input device at hand
         "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
         "        self.buf = self.buf.cuda()\n        return x.device\n",
+        # a flag of an object, not a tensor's device; a test that is not the tensor's being on a GPU
+        "import torch\nclass Evaluator:\n    def run(self):\n        if self.is_cuda:\n"
+        "            self.thresholds = self.thresholds.cuda()\n",
+        "import torch\ndef f(model, n):\n    x = torch.rand(n)\n    if not next(model.parameters()).is_cuda:\n"
+        "        x = x.cuda()\n    return x\n",
     )
     INVALID = (
         Example(
@@ -64,6 +74,14 @@ class CudaCallIgnoresInputDevice(Rule):
             "    return (w * scale).round().to(w.device)\n",
             "import torch\ndef quantize(w, bits):\n    scale = torch.tensor(2.0 ** bits).to(w.device)\n"
             "    return (w * scale).round().to(w.device)\n",
+        ),
+        # the tensor an `if` tests: the module's parameters (torchreid's FLOP counter)
+        Example(
+            "import torch\ndef count(model, size):\n    input = torch.rand(size)\n"
+            "    if next(model.parameters()).is_cuda:\n        input = input.cuda()\n    return model(input)\n",
+            "import torch\ndef count(model, size):\n    input = torch.rand(size)\n"
+            "    if next(model.parameters()).is_cuda:\n        input = input.to(next(model.parameters()).device)\n"
+            "    return model(input)\n",
         ),
     )
 

@@ -203,6 +203,12 @@ def _is_load_state_dict(call: cst.Call) -> bool:
 _MESSAGES = frozenset({"print", "debug", "info", "warning", "warn", "error", "log", "write"})
 
 
+def _called(call: cst.Call) -> str:
+    """The last name of what ``call`` calls (``print``, ``logger.info`` -> ``info``)."""
+    func = call.func
+    return func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+
+
 class _Uses(cst.CSTVisitor):
     """Counts the uses of a name inside ``load_state_dict(...)`` arguments (bare or
     subscripted) and everywhere else but where a checkpoint's metadata is read: a
@@ -226,9 +232,7 @@ class _Uses(cst.CSTVisitor):
                 if isinstance(value, cst.Name) and value.value == self.name and arg.keyword is None:
                     self.feeding += 1
                     self._ok.add(id(value))
-        func = node.func
-        called = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
-        if called in _MESSAGES:
+        if _called(node) in _MESSAGES:
             for arg in node.args:
                 walk(arg.value, _KeyReads(self.name, self._ok))
         return True
@@ -290,10 +294,8 @@ class _MessageUses(cst.CSTVisitor):
         return True
 
     def visit_Call(self, node: cst.Call) -> Optional[bool]:
-        func = node.func
-        called = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
-        if called in _MESSAGES:
-            walk(func, self)
+        if _called(node) in _MESSAGES:
+            walk(node.func, self)
             return False  # its arguments are the message
         return True
 

@@ -288,7 +288,8 @@ class HardcodedGpuDevice(Rule):
         # ... or the script's own switch, set in its text (PyTorch-GAN's scripts, edited)
         Example("import torch\ncuda = True\ndevice = torch.device('cuda' if cuda else 'cpu')\n"
                 "print(torch.zeros(1, device=device))\n",
-                "import torch\ncuda = True\ndevice = torch.device('cuda' if cuda and torch.cuda.is_available() else 'cpu')\n"
+                "import torch\ncuda = True\n"
+                "device = torch.device('cuda' if cuda and torch.cuda.is_available() else 'cpu')\n"
                 "print(torch.zeros(1, device=device))\n"),
         # a rank's GPU index as a device, in a file that never spells "cuda"
         Example("import torch\nimport torch.distributed as dist\n\n\ndef worker(rank, world):\n"
@@ -300,11 +301,13 @@ class HardcodedGpuDevice(Rule):
         # a GPU index as an option's default, where the help gives the CPU's value (pix2pix's
         # `--gpu_ids`): the project's own CPU path becomes the default without CUDA
         Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
-                "parser.add_argument('--gpu_ids', type=str, default='0', help='gpu ids: e.g. 0  0,1,2, 0,2. use -1 for CPU')\n"
+                "parser.add_argument('--gpu_ids', type=str, default='0',\n"
+                "                    help='gpu ids: e.g. 0  0,1,2, 0,2. use -1 for CPU')\n"
                 "opt = parser.parse_args()\nprint(opt.gpu_ids)\n",
                 "import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
-                "parser.add_argument('--gpu_ids', type=str, default='0' if torch.cuda.is_available() else '-1', "
-                "help='gpu ids: e.g. 0  0,1,2, 0,2. use -1 for CPU')\nopt = parser.parse_args()\nprint(opt.gpu_ids)\n"),
+                "parser.add_argument('--gpu_ids', type=str, default='0' if torch.cuda.is_available() else '-1',\n"
+                "                    help='gpu ids: e.g. 0  0,1,2, 0,2. use -1 for CPU')\n"
+                "opt = parser.parse_args()\nprint(opt.gpu_ids)\n"),
         # a checkpoint restored onto a GPU
         Example("import torch\n\n\ndef resume(model, path):\n"
                 "    model.load_state_dict(torch.load(path, map_location='cuda:0'))\n",

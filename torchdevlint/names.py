@@ -96,6 +96,9 @@ INDEX_LAUNCHERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessi
 LAUNCHERS = BINDING_LAUNCHERS | frozenset({"elastic_launch", "start_processes", "spawn",
                                            "run_distributed", "launch_processes"})
 # What a script launched once per rank reads (torchrun's environment, --local_rank, horovod)
+# what a process's GPU index is called where it is used as a device (`.to(rank)`,
+# `device=local_rank`, as the DDP tutorial writes): TDL007 reads it, and the gate's `place:rank`
+RANK_INDEX_NAMES = frozenset({"rank", "local_rank", "localrank", "device_id", "gpu", "gpu_id", "local_gpu"})
 RANK_MARKERS = re.compile(r"""['"](?:LOCAL_RANK|RANK|WORLD_SIZE|SLURM_LOCALID)['"]|--local[_-]rank|\blocal_rank\(\)""")
 
 # The pre-1.0 typed tensors: ``torch.cuda.<T>Tensor`` -> its dtype's name in torch

@@ -22,6 +22,14 @@ one of its tokens). A token is one of:
   / ``"cuda:N"`` string (either side of a conditional expression included) as a call's
   first positional argument (``torch.device("cuda")``, ``x.to("cuda:0")``, whatever the
   function's name), its ``device=`` or its ``map_location=`` (a dict's values too);
+- ``place:rank``: a process's GPU index as a device (``names.RANK_INDEX_NAMES``): a
+  call's first positional argument (of ``.to(...)``, ``device(...)``), ``device=``,
+  ``map_location=`` or DDP's
+  ``device_ids=``/``output_device=`` that is (or holds) a name or an attribute so called
+  (``.to(rank)``, ``device=args.local_rank``, ``device_ids=[rank]``), whatever the
+  function's name;
+- ``help~cpu``: a ``help=`` argument whose string names the CPU, in any case (a
+  command-line option that says how to run on the CPU: "use -1 for CPU");
 - ``thread:cuda``: a function that may run on a thread uses CUDA's implicit device, as
   TDL104 reads it: a ``def`` named in (or a lambda in) the arguments of what hands
   functions to threads (``Thread``, an executor method, ``run_in_executor``,
@@ -52,7 +60,7 @@ import ast
 import re
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from .names import EXECUTOR_METHODS, LAUNCHERS, RANK_MARKERS, canonical
+from .names import EXECUTOR_METHODS, LAUNCHERS, RANK_INDEX_NAMES, RANK_MARKERS, canonical
 
 Needs = Tuple[Tuple[str, ...], ...]
 _LONGEST = 200
@@ -81,6 +89,24 @@ _LAUNCH_WORDS = tuple(sorted(LAUNCHERS | {"Process", "Pool", "ProcessPoolExecuto
                                           "init_distributed", "init_device_mesh"}))
 _MARKER_WORDS = ("RANK", "WORLD_SIZE", "SLURM_LOCALID", "local_rank", "local-rank")
 # name -> (substrings that must all be there, a cheap test first; then the pattern)
+# a process's GPU index as a device (`place:rank`, read as text): `.to(rank)`,
+# `torch.device(local_rank)`, `device=args.gpu`, `device_ids=[rank]`, across lines too
+_RANK_NAME = r"(?:[\w.]*\.)?(?:local_?rank|rank|device_id|gpu(?:_id)?|local_gpu)\b"
+_RANK_DEVICE = (rf"(?i)(?:\.to|\bdevice)\(\s*{_RANK_NAME}"
+                rf"|\b(?:device|map_location|device_ids|output_device)\s*=\s*[\[(]?\s*{_RANK_NAME}")
+_RANK_DEVICE_RE = {str: re.compile(_RANK_DEVICE), bytes: re.compile(_RANK_DEVICE.encode())}
+# the words of `_RANK_NAME`, in the cases code spells them: one must occur before the pattern runs
+_RANK_WORDS = ("rank", "Rank", "RANK", "gpu", "Gpu", "GPU", "device_id", "Device_id", "DEVICE_ID")
+
+
+def _rank_device(data) -> bool:
+    """``_RANK_DEVICE`` in the text, tried only where one of its words occurs (most texts
+    have none: no regex scan of them)."""
+    kind = type(data)
+    words = _RANK_WORDS if kind is str else tuple(w.encode() for w in _RANK_WORDS)
+    return any(w in data for w in words) and _RANK_DEVICE_RE[kind].search(data) is not None
+
+
 _TESTS_RE = {name: ({str: words, bytes: tuple(w.encode() for w in words)},
                     {str: re.compile(pattern), bytes: re.compile(pattern.encode())})
              for name, words, pattern in (
@@ -208,14 +234,15 @@ def _searcher(name: str) -> Callable[..., bool]:
 # named; launchers, markers), a typed CUDA tensor (TDL005)
 TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _rank_marker,
                                               "data-parallel": _data_parallel, "rank-launch": _rank_launch,
+                                              "rank-device": _rank_device,
                                               **{name: _searcher(name) for name in _TESTS_RE}}
 
 
 class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
-    __slots__ = ("called", "names", "strings", "bare", "placed", "_imports", "_ids", "_attributes", "_quals",
-                 "_text", "_statements", "_unmapped", "_call_quals", "_tree", "_thread_cuda")
+    __slots__ = ("called", "names", "strings", "bare", "placed", "ranked", "cpu_help", "_imports", "_ids",
+                 "_attributes", "_quals", "_text", "_statements", "_unmapped", "_call_quals", "_tree", "_thread_cuda")
 
     def __init__(self, tree: ast.AST, text: Optional[str] = None):
         called: Set[str] = set()
@@ -228,6 +255,8 @@ class CodeWords:
         statements: List[ast.AST] = []  # the functions of calls that are statements
         unmapped: List[Tuple[ast.AST, int]] = []  # calls without map_location: (function, positionals)
         placed = False  # a GPU placement with literals (``place:cuda``)
+        ranked = False  # a rank's index as a device (``place:rank``)
+        cpu_help = False  # a `help=` string that names the CPU (``help~cpu``)
         for node in ast.walk(tree):  # the one walk: qualified names are resolved from what it keeps
             kind = type(node)
             if kind is ast.Name:
@@ -243,6 +272,10 @@ class CodeWords:
                 args, keywords = node.args, node.keywords  # type: ignore[attr-defined]
                 if not placed:
                     placed = _places_on_gpu(last, args, keywords)
+                if not ranked:
+                    ranked = _rank_as_device(last, args, keywords)
+                if not cpu_help:
+                    cpu_help = any(k.arg == "help" and _names_cpu(k.value) for k in keywords)
                 if any(type(a) is ast.Starred for a in args) or any(k.arg is None for k in keywords):
                     continue  # *args / **kwargs may carry anything
                 if type(func) is ast.Attribute and _no_device(args, keywords):
@@ -281,6 +314,8 @@ class CodeWords:
         self.strings: FrozenSet[str] = frozenset(strings)
         self.bare: FrozenSet[str] = frozenset(bare)
         self.placed = placed
+        self.ranked = ranked
+        self.cpu_help = cpu_help
         self._imports, self._ids, self._attributes = imports, ids, attributes
         self._statements, self._unmapped = statements, unmapped
         self._quals: Optional[FrozenSet[str]] = None
@@ -311,6 +346,10 @@ class CodeWords:
             return token[5:] in self.bare
         if token == "place:cuda":
             return self.placed
+        if token == "place:rank":
+            return self.ranked
+        if token == "help~cpu":
+            return self.cpu_help
         if token == "thread:cuda":
             if self._thread_cuda is None:
                 self._thread_cuda = _thread_uses_cuda(self._tree) if self._tree is not None else True
@@ -452,6 +491,33 @@ def _places_on_gpu(last: Optional[str], args: Sequence[ast.AST], keywords: Seque
         k.arg in ("device", "map_location") and _gpu_literal(k.value) for k in keywords) or any(
         k.arg == "map_location" and type(k.value) is ast.Dict and any(
             v is not None and _gpu_literal(v) for v in k.value.values) for k in keywords)  # type: ignore[attr-defined]
+
+
+def _names_cpu(node: ast.AST) -> bool:
+    """A string (or implicitly concatenated strings) that contains "cpu", in any case."""
+    value = node.value if type(node) is ast.Constant else None  # type: ignore[attr-defined]
+    return type(value) is str and "cpu" in value.lower()
+
+
+_RANK_KEYWORDS = frozenset({"device", "map_location", "device_ids", "output_device"})
+
+
+def _rank_as_device(last: Optional[str], args: Sequence[ast.AST], keywords: Sequence[ast.keyword]) -> bool:
+    """A call whose first positional argument (of ``.to(...)`` or ``device(...)``),
+    ``device=``, ``map_location=`` (a dict's values too) or DDP's
+    ``device_ids=``/``output_device=`` (a list's items too) is a name or attribute called
+    as a process's GPU index (the ``place:rank`` token): a superset
+    of what TDL007 reads as one."""
+    def rank(node: Optional[ast.AST]) -> bool:
+        if type(node) in (ast.List, ast.Tuple):
+            return any(rank(e) for e in node.elts)  # type: ignore[union-attr]
+        if type(node) is ast.Dict:
+            return any(rank(v) for v in node.values)  # type: ignore[union-attr]
+        leaf = node.id if type(node) is ast.Name else node.attr if type(node) is ast.Attribute else None  # type: ignore[union-attr]
+        return leaf is not None and leaf.lower() in RANK_INDEX_NAMES
+
+    return (bool(args) and last in ("to", "device") and rank(args[0])) or any(
+        k.arg in _RANK_KEYWORDS and rank(k.value) for k in keywords)
 
 
 def _gpu_literal(node: ast.AST) -> bool:

@@ -22,15 +22,15 @@ class HardcodedGpuDevice(Rule):
     summary = ('a GPU the code names (`torch.device("cuda:0")`, `.cuda(0)`, `.to(f"cuda:{gpu}")`) with no CPU '
                "fallback: the code cannot run without CUDA (opt-in)")
     opt_in = True
-    # "cpu": an option's help that gives the CPU's value; "rank", "gpu", "device_id": a
-    # process's GPU index used as a device (`.to(rank)`), with no "cuda" in the file
-    triggers = ("cuda", "CPU", "cpu", "rank", "gpu", "device_id")
-    # the gate on the code: a `cuda` method called (`.cuda(0)`), or a string that starts
-    # with "cuda" (`torch.device("cuda")`, `.to("cuda")`, `device="cuda:0"`), or one that
-    # names the CPU (an option's help: "use -1 for CPU"), or the name of a process's GPU
-    # index (`_RANK_INDEX_NAMES`)
-    needs = (("call:cuda", "str^cuda", "str~CPU", "str~cpu", "name:rank", "name:local_rank", "name:localrank",
-              "name:device_id", "name:gpu", "name:gpu_id", "name:local_gpu"),)
+    # "cuda"; a process's GPU index used as a device (`.to(rank)`) in a file that never
+    # spells "cuda" (words.TEXT_TESTS); or an option whose help gives the CPU's value
+    # ("add_argument" and "cpu")
+    triggers = ("cuda", "@rank-device", "add_argument")
+    also_requires = ("cuda", "@rank-device", "cpu", "CPU")
+    # the gate on the code: a `cuda` method called (`.cuda(0)`), a string that starts with
+    # "cuda" (`torch.device("cuda")`, `.to("cuda")`, `device="cuda:0"`), a rank's index as a
+    # device (`place:rank`), or an option's help that names the CPU
+    needs = (("call:cuda", "str^cuda", "place:rank", "help~cpu"),)
     fixable = "sometimes"
     fix_summary = ('`"cuda:0" if torch.cuda.is_available() else "cpu"` in place of the GPU (`.cuda(0)` becomes '
                    "`.to(...)`, `.cuda(gpu)` runs only with CUDA; unsafe); display at a library's module level")
@@ -491,7 +491,6 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
 
 _DDP = "torch.nn.parallel.DistributedDataParallel"
 # what a process's GPU index is called, as a device (`.to(rank)`, the DDP tutorial's)
-_RANK_INDEX_NAMES = frozenset({"rank", "local_rank", "localrank", "device_id", "gpu", "gpu_id", "local_gpu"})
 
 
 def _rank_index(a, site: CallSite, value: cst.BaseExpression) -> bool:
@@ -499,7 +498,7 @@ def _rank_index(a, site: CallSite, value: cst.BaseExpression) -> bool:
     ``.to(args.local_rank)``, ``.to(self.rank)`` -- an integer names a GPU. Not a name
     that holds a string or a ``torch.device`` (where that is bound decides)."""
     leaf = value.attr.value if isinstance(value, cst.Attribute) else value.value if isinstance(value, cst.Name) else None
-    if leaf is None or leaf.lower() not in _RANK_INDEX_NAMES:
+    if leaf is None or leaf.lower() not in N.RANK_INDEX_NAMES:
         return False
     values = a.values_of(value.value, site.scope) if isinstance(value, cst.Name) else None
     return not any(isinstance(v, (cst.SimpleString, cst.FormattedString, cst.IfExp))

@@ -36,6 +36,14 @@ _BINDING_LAUNCHERS = N.BINDING_LAUNCHERS
 _LAUNCHERS = N.LAUNCHERS
 # Names that hold a configuration, whose ``.device`` is a device the user chose.
 _CONFIG_NAMES = N.CONFIG_NAMES
+
+
+def _conjuncts(test: str) -> Optional[List[str]]:
+    """The ``and`` conjuncts of a test's text, each with its whitespace normalised, in
+    order; None when it has an ``or`` (read from text: a guard's header)."""
+    if re.search(r"\bor\b", test):
+        return None
+    return [" ".join(part.split()) for part in re.split(r"\band\b", test)]
 _RANK_MARKERS = N.RANK_MARKERS
 _DEVICE_WORDS = ("cuda", "cpu", "mps", "xpu", "npu", "hpu", "meta")
 _INPUT_DEVICE_ATTRS = ("device", "is_cuda", "get_device")
@@ -630,11 +638,10 @@ class DeviceFacts:
         ``args.is_cuda``: a flag of an object, not a tensor's device."""
         headers = self.guard_tests(site)[:1]
         test = headers[0].split(None, 1)[1].rstrip().rstrip(":") if headers else ""
-        if not test or re.search(r"\b(?:or|not)\b", test):
-            return None
+        parts = _conjuncts(test) if test and not re.search(r"\bnot\b", test) else None
         receiver = "".join(self.a.code(site.node.func.value).split())  # type: ignore[union-attr]
-        for conjunct in re.split(r"\band\b", test):
-            m = re.fullmatch(r"\s*\(?\s*(.+?)\.is_cuda\s*\)?\s*", conjunct)
+        for conjunct in parts or ():
+            m = re.fullmatch(r"\(?\s*(.+?)\.is_cuda\s*\)?", conjunct)
             tensor = "".join(m.group(1).split()) if m else ""
             if tensor and tensor != receiver and tensor not in ("self", "cls") and tensor not in _CONFIG_NAMES:
                 return m.group(1).strip()  # type: ignore[union-attr]
@@ -804,16 +811,11 @@ class DeviceFacts:
     def _guarded_by(self, site: CallSite, test: str) -> bool:
         """Under ``if test:``: every ``and`` conjunct of ``test`` is one of the guard's
         (neither has an ``or``)."""
-        def conjuncts(expr: str) -> Optional[Set[str]]:
-            if re.search(r"\bor\b", expr):
-                return None
-            return {" ".join(part.split()) for part in re.split(r"\band\b", expr)}
-
-        wanted = conjuncts(test)
+        wanted = _conjuncts(test)
         for header in self.guard_tests(site):
             if wanted and header.startswith("if "):
-                have = conjuncts(header[3:].rstrip().rstrip(":").strip())
-                if have is not None and wanted <= have:
+                have = _conjuncts(header[3:].rstrip().rstrip(":").strip())
+                if have is not None and set(wanted) <= set(have):
                     return True
         return False
 

@@ -651,10 +651,16 @@ def _cpu_value(site: CallSite, default: cst.BaseExpression) -> Optional[str]:
 def _option_name(site: CallSite) -> Optional[str]:
     """The longest of an ``add_argument``'s option strings (``--gpu_ids`` of ``-g``,
     ``--gpu_ids``), or None."""
-    names = [arg.value.evaluated_value for arg in site.node.args
-             if arg.keyword is None and isinstance(arg.value, cst.SimpleString)]
-    names = [n for n in names if isinstance(n, str)]
+    names = _option_strings(site)
     return max(names, key=len) if names else None
+
+
+def _option_strings(site: CallSite, values: Optional[List[cst.BaseExpression]] = None) -> List[str]:
+    """The strings among ``values`` (default: an ``add_argument``'s positional arguments,
+    its option strings) that are string literals."""
+    values = [arg.value for arg in site.node.args if arg.keyword is None] if values is None else values
+    found = [v.evaluated_value for v in values if isinstance(v, cst.SimpleString)]
+    return [n for n in found if isinstance(n, str)]
 
 
 def _cpu_text(value: cst.BaseExpression) -> bool:
@@ -670,9 +676,9 @@ def _option_default(a, dest: str) -> Optional[bool]:
         if site.method != "add_argument" or site.has_star_args:
             continue
         given = site.keyword("dest")
-        names = [given.value] if given is not None else [arg.value for arg in site.node.args if arg.keyword is None]
-        if not any(isinstance(n, cst.SimpleString) and str(n.evaluated_value).lstrip("-").replace("-", "_") == dest
-                   for n in names):
+        names = [given.value] if given is not None else None
+        if not any(isinstance(n, str) and n.lstrip("-").replace("-", "_") == dest
+                   for n in _option_strings(site, names)):
             continue
         action, default = site.keyword("action"), site.keyword("default")
         given = (({"True": True, "False": False}.get(default.value.value) if isinstance(default.value, cst.Name)

@@ -86,6 +86,20 @@ def test_data_parallel_needs_the_module_on_device_ids_0():
             bad(torch.randn(4, 3))
 
 
+def test_data_parallel_replicas_keep_a_module_without_bias():
+    """`nn.Conv2d(..., bias=False)` (every ResNet) has a `bias` entry that is None: each
+    replica keeps it, as torch's `replicate` does, and runs as the module does."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, bias=False), torch.nn.BatchNorm2d(4), torch.nn.Flatten(),
+                              torch.nn.LazyLinear(2)).eval()  # eval: batch norm per replica = whole batch
+    x = torch.randn(4, 3, 6, 6)
+    expected = net(x)
+    with Simulator(gpus=2):
+        out = torch.nn.DataParallel(net.cuda())(x.cuda())
+        assert out.device.index == 0
+        assert torch.allclose(out.cpu(), expected, atol=1e-6)
+
+
 def test_each_simulated_gpu_has_its_own_random_state():
     """Checkpointing code saves and restores the CUDA generators' states (fairseq, HF
     trainers call `torch.cuda.random.get_rng_state_all()`); CPU-only torch has none."""

@@ -59,9 +59,8 @@ def _dp_replicate(sim: Simulator):
                 r = copies[id(m)]
                 for name, child in m._modules.items():
                     r._modules[name] = copies[id(child)] if child is not None else None
-                for key, p in m._parameters.items():
-                    if p is not None:
-                        r._parameters[key] = sim.tag(p.view_as(p), index, new=False)
+                for key, p in m._parameters.items():  # a replica has none of its own; `bias=False` stays None
+                    r._parameters[key] = None if p is None else sim.tag(p.view_as(p), index, new=False)
                 for key, b in m._buffers.items():
                     if b is not None:
                         r._buffers[key] = sim.tag(b.view_as(b), index, new=False)

@@ -114,6 +114,10 @@ class _Collector(cst.CSTVisitor):
         # top-level statement of the module, the names it binds to torch itself)
         self.torch_imports: List[tuple] = []
         self.star_imports: List[str] = []  # modules of `from M import *` at module level
+        # what is assigned to an attribute of a name other than `self` (`args.device =
+        # "cuda"`), keyed "args.device", in any scope: the binding (kind "other", no value,
+        # where it is not a plain assignment) and the scope it is written in
+        self.attr_sets: Dict[str, List[Tuple[Binding, Scope]]] = {}
         self.counter = 0
         self.open_calls: List[CallSite] = []
         # the branches the visitor is in, per scope (a function body starts afresh)
@@ -384,6 +388,8 @@ class _Collector(cst.CSTVisitor):
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.target, cst.Name):
             self._bind(node.target.value, "other", None)
+        elif isinstance(node.target, cst.Attribute):
+            self._target(node.target, None, "other")
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         if isinstance(node.target, cst.Name):
@@ -410,6 +416,13 @@ class _Collector(cst.CSTVisitor):
                     self._target(el.value, values[i].value, kind)
                 else:
                     self._target(el.value, None, "other")
+        elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+              and target.value.value != "self"):
+            key = f"{target.value.value}.{target.attr.value}"
+            kind = kind if kind == "assign" and value is not None else "other"
+            self.attr_sets.setdefault(key, []).append(
+                (Binding(key, kind, value if kind == "assign" else None, self.counter, tuple(self.conds[-1])),
+                 self.scope))
         elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
               and target.value.value == "self" and value is not None):
             klass = self._method_class()

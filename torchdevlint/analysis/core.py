@@ -61,6 +61,7 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         self.torch_imports = collector.torch_imports
         self.complete_ifs = collector.complete_ifs
         self.star_imports = collector.star_imports
+        self.attr_sets = collector.attr_sets
         self._ranges: Dict[cst.CSTNode, tuple] = {}
         self._line_ranges: Dict[cst.SimpleStatementLine, object] = {}
         self.memo: Dict[str, Dict] = {}  # per-module caches for fix helpers

@@ -96,6 +96,7 @@ class Held:
     order: int
     line: Optional[cst.SimpleStatementLine]
     cond: tuple
+    name: str = ""  # what holds it, as the code spells it: `device`, `self.device`, `args.device`
 
 
 def held_value(a, site: CallSite, name: str) -> Optional[Held]:
@@ -109,7 +110,39 @@ def held_value(a, site: CallSite, name: str) -> Optional[Held]:
     line = a.statement_line(value) if value is not None else None
     if line is None:
         return None
-    return Held(value, scope, bindings[0].order, line, bindings[0].cond)  # type: ignore[arg-type]
+    return Held(value, scope, bindings[0].order, line, bindings[0].cond, name)  # type: ignore[arg-type]
+
+
+def held_attribute(a, site: CallSite, attribute: cst.Attribute) -> Optional[Held]:
+    """What an attribute used at ``site`` holds, where it is assigned: ``self.device``, the
+    one assignment to it in the methods of the class around the use (``self.device =
+    "cuda"`` in ``__init__``); ``args.device`` or ``cfg.device``, the one assignment to that
+    attribute in the file, of the same name (bound where the use finds it, not imported:
+    another module's object may be changed anywhere), in a statement line."""
+    base, attr = attribute.value, attribute.attr.value
+    if not isinstance(base, cst.Name):
+        return None
+    if base.value == "self":
+        klass = a.enclosing_class(site.scope)
+        sets = klass.self_attr_sets.get(attr, ()) if klass is not None else ()
+        method = klass.methods.get(sets[0][1]) if len(sets) == 1 else None  # type: ignore[union-attr]
+        if method is None:
+            return None
+        value, _, order = sets[0]
+        scope, cond = method.scope, klass.self_attr_conds.get((attr, order), ())  # type: ignore[union-attr]
+    else:
+        sets = a.attr_sets.get(f"{base.value}.{attr}", ())
+        if len(sets) != 1 or sets[0][0].value is None:
+            return None
+        binding, scope = sets[0]
+        owner, imported = a.lookup(base.value, site.scope)
+        if owner is None or imported is not None or a.lookup(base.value, scope)[0] is not owner:
+            return None
+        value, order, cond = binding.value, binding.order, binding.cond
+    line = a.statement_line(value)
+    if line is None:
+        return None
+    return Held(value, scope, order, line, cond, f"{base.value}.{attr}")
 
 
 def guard_statement(ctx: Context, line: cst.SimpleStatementLine, torch: str) -> Edit:
@@ -179,7 +212,7 @@ def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
     function or class is named for CUDA or a GPU, or decorated so."""
     a = ctx.analysis
     fn = a.enclosing_function(site.scope)
-    if _text_asks(ctx, fn.node if fn is not None else None, stops_only):
+    if _text_asks(ctx, fn.node if fn is not None else None, stops_only, site.name if isinstance(site, Held) else ""):
         return True
     if fn is not None and _module_stops(ctx):
         return True
@@ -205,20 +238,25 @@ def meant_for_gpus(ctx: Context, scope: Optional[Scope]) -> bool:
     return False
 
 
-def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool) -> bool:
+def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool, held: str = "") -> bool:
     """The text tests of ``_asks_for_cuda`` on a function's code (None: the module's),
     once per function: a plain ``if torch.cuda.is_available():`` guards its own body
     only, and a device chosen as ``"cuda" if torch.cuda.is_available() else "cpu"`` (or
     ``if flag and torch.cuda.is_available()``, ``if flag or not ...``) only its own uses
     (both are what the fixes write), and ``range(torch.cuda.device_count())`` lists the
     GPUs without asking: the code asks for itself when it tests otherwise (a flag, an
-    early exit, an assertion), or tells the CPU from CUDA."""
+    early exit, an assertion), or tells the CPU from CUDA -- but for the ``held`` name's
+    own device, a test of that name alone (``device = "cuda"`` then ``if device ==
+    "cuda":``, the CIFAR trainers' idiom) follows the choice and does not make it."""
     a = ctx.analysis
     memo = a.memo.setdefault("portability_asks", {})
-    key = (fn, stops_only)
+    key = (fn, stops_only, held)
     if key not in memo:
         text = _code_only(a.code(fn)) if fn is not None else _module_code(ctx)
-        memo[key] = bool(_STOP.search(text) or _DEVICE_TEST.search(text)) or (
+        own = re.compile(rf"[ \t]*(?:el)?if[ \t]+{re.escape(held)}[ \t]*[=!]=[ \t]*['\"](?:cpu|cuda)['\"][ \t]*:") \
+            if held else None
+        tells = any(own is None or not own.match(text, m.start()) for m in _DEVICE_TEST.finditer(text))
+        memo[key] = bool(_STOP.search(text) or tells) or (
             not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)) + len(
                 _CHOICE.findall(text)) + len(_ENUMERATION.findall(text)))
     return memo[key]

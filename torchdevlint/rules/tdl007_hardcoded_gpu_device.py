@@ -13,7 +13,8 @@ from .. import names as N
 from ..analysis import CallSite
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import Held, guard_statement, held_value, stands_alone, torch_for_test, unconditional
+from .portability import (Held, guard_statement, held_attribute, held_value, stands_alone, torch_for_test,
+                          unconditional)
 
 
 class HardcodedGpuDevice(Rule):
@@ -49,7 +50,9 @@ class HardcodedGpuDevice(Rule):
         on a CUDA device"), a device string built
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
-        used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound),
+        used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound;
+        so is an attribute's, `self.device = "cuda"` set once in the class's methods,
+        `args.device = "cuda"` once in the file),
         a command line's default (`add_argument("--device", default="cuda")`; a GPU index,
         `add_argument("-gpu", default=0, help="... for CPU mode set -gpu = c")`, where the
         help gives the project's own value for the CPU: "use -1 for CPU", as pix2pix's
@@ -66,7 +69,9 @@ class HardcodedGpuDevice(Rule):
         in the module for module-level code, or in an `if` around it; a
         `range(torch.cuda.device_count())` that lists the GPUs for `DataParallel` asks
         nothing), and that does not
-        tell the CPU from CUDA itself (`if device.type == "cpu":`), outside functions and
+        tell the CPU from CUDA itself (`if device.type == "cpu":`; for a name or attribute
+        that holds the GPU, a test of it alone, `if device == "cuda":`, follows the choice
+        and does not make one), outside functions and
         classes named or decorated for CUDA or a GPU, and outside modules that stop as
         they are imported without CUDA (`assert torch.cuda.is_available()` at their top
         level: GPU-only by the author's word, until TDL008 removes the assertion, as a
@@ -166,6 +171,15 @@ class HardcodedGpuDevice(Rule):
         "import torch\nif torch.cuda.is_available():\n    device = 'cuda'\nelse:\n    device = 'cpu'\n"
         "x = torch.zeros(1).to(device)\n",
         "import torch\nname = 'cuda'\nprint(name.upper())\n",
+        # ... an attribute chosen on a condition, assigned in two methods, or another module's
+        "import torch\nclass T:\n    def __init__(self, gpu):\n        self.device = 'cuda' if gpu else 'cpu'\n"
+        "    def f(self, x):\n        return x.to(self.device)\n",
+        "import torch\nclass T:\n    def __init__(self):\n        self.device = 'cuda'\n    def cpu(self):\n"
+        "        self.device = 'cpu'\n    def f(self, x):\n        return x.to(self.device)\n",
+        "import torch\nfrom config import cfg\ncfg.device = 'cuda'\nprint(torch.zeros(1).to(cfg.device))\n",
+        # a test of the name with more to it than its own device: the code decides for itself
+        "import torch\ndevice = 'cuda'\nnet = torch.nn.Linear(2, 2).to(device)\nif device == 'cuda' or fast:\n"
+        "    net = torch.nn.DataParallel(net)\nprint(net)\n",
         # a module that stops without CUDA as it is imported: GPU-only by the author's word
         "import torch\nassert torch.cuda.is_available(), 'You need an Nvidia GPU'\nclass Trainer:\n"
         "    def init(self, rank):\n        self.rank = rank\n        self.net = torch.nn.Linear(2, 2).cuda(self.rank)\n"
@@ -188,6 +202,23 @@ class HardcodedGpuDevice(Rule):
                 "torch.cuda.is_available() else 'cpu'))\nfor _ in range(3):\n"
                 "    net(torch.zeros(1, 2, device=net.weight.device))\n"),
         Example('import torch\nDEVICE = torch.device("cuda")\n'),  # a library's module level: display
+        # a string a name holds, where it is bound; a test of that name alone follows the
+        # choice (the CIFAR trainers' `if device == 'cuda':` around DataParallel)
+        Example("import torch\ndevice = 'cuda'\nnet = torch.nn.Linear(2, 2).to(device)\nif device == 'cuda':\n"
+                "    net = torch.nn.DataParallel(net)\nprint(net)\n",
+                "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+                "net = torch.nn.Linear(2, 2).to(device)\nif device == 'cuda':\n"
+                "    net = torch.nn.DataParallel(net)\nprint(net)\n"),
+        # ... or an attribute: `self.device` set once in the class, `args.device` once in the file
+        Example("import torch\nclass Agent:\n    def __init__(self):\n        self.device = 'cuda'\n"
+                "        self.net = torch.nn.Linear(2, 2).to(self.device)\n",
+                "import torch\nclass Agent:\n    def __init__(self):\n"
+                "        self.device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+                "        self.net = torch.nn.Linear(2, 2).to(self.device)\n"),
+        Example('import argparse\nimport torch\nargs = argparse.ArgumentParser().parse_args()\nargs.device = "cuda"\n'
+                "x = torch.zeros(1).to(args.device)\n",
+                'import argparse\nimport torch\nargs = argparse.ArgumentParser().parse_args()\n'
+                'args.device = "cuda" if torch.cuda.is_available() else "cpu"\nx = torch.zeros(1).to(args.device)\n'),
         # a script (it prints): in place, after its own CUDA_VISIBLE_DEVICES; display before it
         Example("import os\nimport torch\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\ndevice = torch.device('cuda')\n"
                 "print(torch.zeros(1, device=device))\n",
@@ -479,8 +510,9 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
                 found.append((site, value, flag))
             elif (_gpu_string(value) and site.qualname != "torch.device") or _rank_index(a, site, value):
                 found.append((site, value, _Rewrite("expression", quote=_quote(site, value))))  # f"cuda:{k}", .to(rank)
-            elif isinstance(value, cst.Name):  # device = "cuda" ... .to(device)
-                bound = held_value(a, site, value.value)
+            elif isinstance(value, (cst.Name, cst.Attribute)):  # device = "cuda" ... .to(device); self.device
+                bound = (held_value(a, site, value.value) if isinstance(value, cst.Name)
+                         else held_attribute(a, site, value))
                 devices = (_held_devices(a, bound, location=site.keyword("map_location") is not None)
                            if bound is not None and bound.node not in held else [])
                 if devices:

@@ -52,15 +52,16 @@ _GPU_WORDS = ("cuda", "gpu")
 
 
 def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: bool = False,
-                  with_item: bool = False) -> bool:
+                  header: bool = False) -> bool:
     """Whether ``node`` (the call, or the string that names a GPU, at ``site``) needs
     CUDA whatever happens: in a statement line (not a parameter's default, which the
-    caller may override) or, ``with_item``, the whole item of a ``with``, chosen on no
-    condition, in code that never asks for CUDA. ``stops_only``: only a question that
+    caller may override) or, ``header``, the whole of a part of a compound statement's
+    header (a ``with`` item; a parameter's default that a call leaves to it), chosen on
+    no condition, in code that never asks for CUDA. ``stops_only``: only a question that
     stops the code without CUDA counts (an assertion, an early exit under ``if not
     ...is_available()``); a flag or a conditional device does not keep a CUDA-only call
     from raising."""
-    return ((site.line is not None or with_item) and not chosen_conditionally(ctx, site, node)
+    return ((site.line is not None or header) and not chosen_conditionally(ctx, site, node)
             and not _asks_for_cuda(ctx, site, stops_only))
 
 
@@ -113,12 +114,25 @@ def held_value(a, site: CallSite, name: str) -> Optional[Held]:
     return Held(value, scope, bindings[0].order, line, bindings[0].cond, name)  # type: ignore[arg-type]
 
 
+def held_device(a, site: CallSite, value: cst.BaseExpression) -> Optional[Held]:
+    """What a name or an attribute used at ``site`` holds (``held_value``,
+    ``held_attribute``), through one name that holds an attribute (``device = args.device``
+    then ``.to(device)``)."""
+    if isinstance(value, cst.Name):
+        held = held_value(a, site, value.value)
+        if held is None or not isinstance(held.node, cst.Attribute):
+            return held
+        value = held.node
+    return held_attribute(a, site, value) if isinstance(value, cst.Attribute) else None
+
+
 def held_attribute(a, site: CallSite, attribute: cst.Attribute) -> Optional[Held]:
     """What an attribute used at ``site`` holds, where it is assigned: ``self.device``, the
     one assignment to it in the methods of the class around the use (``self.device =
     "cuda"`` in ``__init__``); ``args.device`` or ``cfg.device``, the one assignment to that
-    attribute in the file, of the same name (bound where the use finds it, not imported:
-    another module's object may be changed anywhere), in a statement line."""
+    attribute of a name so spelled in the file, in a statement line (``args.device =
+    "cuda"`` in ``launch()``, read by ``train(args)``: the diffusion tutorials' plumbing),
+    not of a name the use imports (another module's object may be changed anywhere)."""
     base, attr = attribute.value, attribute.attr.value
     if not isinstance(base, cst.Name):
         return None
@@ -135,8 +149,7 @@ def held_attribute(a, site: CallSite, attribute: cst.Attribute) -> Optional[Held
         if len(sets) != 1 or sets[0][0].value is None:
             return None
         binding, scope = sets[0]
-        owner, imported = a.lookup(base.value, site.scope)
-        if owner is None or imported is not None or a.lookup(base.value, scope)[0] is not owner:
+        if a.lookup(base.value, site.scope)[1] is not None or a.lookup(base.value, scope)[1] is not None:
             return None
         value, order, cond = binding.value, binding.order, binding.cond
     line = a.statement_line(value)
@@ -216,17 +229,16 @@ def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
         return True
     if fn is not None and _module_stops(ctx):
         return True
-    if meant_for_gpus(ctx, site.scope):
+    if meant_for_gpus(a, site.scope):
         return True
     line = a.range(site.node).start.line
     return any(header.startswith(("if ", "elif ")) and any(word in header for word in ASKS)
                for _, header in a.devices.outline.headers(line, 1))
 
 
-def meant_for_gpus(ctx: Context, scope: Optional[Scope]) -> bool:
+def meant_for_gpus(a, scope: Optional[Scope]) -> bool:
     """Whether ``scope`` or one around it is a function or class named or decorated for
     CUDA or a GPU (``class CudaTimer``, ``def _replay_cuda_graph``, ``@requires_gpu``)."""
-    a = ctx.analysis
     while scope is not None:
         node = scope.node
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and any(

@@ -13,7 +13,7 @@ from .. import names as N
 from ..analysis import CallSite
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import (Held, guard_statement, held_attribute, held_value, stands_alone, torch_for_test,
+from .portability import (Held, guard_statement, held_device, meant_for_gpus, stands_alone, torch_for_test,
                           unconditional)
 
 
@@ -52,7 +52,8 @@ class HardcodedGpuDevice(Rule):
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
         used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound;
         so is an attribute's, `self.device = "cuda"` set once in the class's methods,
-        `args.device = "cuda"` once in the file),
+        `args.device = "cuda"` once in the file, read as `args.device` or through a name,
+        `device = args.device`),
         a command line's default (`add_argument("--device", default="cuda")`; a GPU index,
         `add_argument("-gpu", default=0, help="... for CPU mode set -gpu = c")`, where the
         help gives the project's own value for the CPU: "use -1 for CPU", as pix2pix's
@@ -64,7 +65,9 @@ class HardcodedGpuDevice(Rule):
         `--no-cuda`, is taken as off; a switch the script sets once in its text, `cuda =
         True`): what the script does when run as written, chosen
         unconditionally in a statement (not under an `if`, not one side of `a if c else b`
-        or of `a or b`, not a parameter's default), in code that never asks whether CUDA
+        or of `a or b`, not a parameter's default, unless a call in the file leaves
+        the argument to it: `def sample(self, n, device="cuda")` called as
+        `diffusion.sample(8)` is what the script does as written), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
         in the module for module-level code, or in an `if` around it; a
         `range(torch.cuda.device_count())` that lists the GPUs for `DataParallel` asks
@@ -114,7 +117,8 @@ class HardcodedGpuDevice(Rule):
         GPU index falls back to the CPU's value its help gives (`default=0 if
         torch.cuda.is_available() else "c"`: the program's own CPU path, which the rest of
         its plumbing follows). A name's
-        string changes where it is bound, once for all its uses. Unsafe: on a
+        string changes where it is bound, once for all its uses; a default in place (it
+        is evaluated where the `def` runs: display-only in a library module). Unsafe: on a
         machine without CUDA the program now runs on the CPU instead of failing (which is
         the point, but changes behaviour). `is_available()` initialises CUDA: the fix is
         display-only at the module level of a module that is not a script (it would run
@@ -171,6 +175,13 @@ class HardcodedGpuDevice(Rule):
         "import torch\nif torch.cuda.is_available():\n    device = 'cuda'\nelse:\n    device = 'cpu'\n"
         "x = torch.zeros(1).to(device)\n",
         "import torch\nname = 'cuda'\nprint(name.upper())\n",
+        # a parameter's default that every call here passes, or that no call here leaves to
+        # it (a library's API), or a parent's that a subclass passes on
+        "import torch\ndef f(x, device='cuda'):\n    return x.to(device)\nprint(f(torch.zeros(1), device='cpu'))\n",
+        "import torch\ndef f(x, device='cuda'):\n    return x.to(device)\n",
+        "import torch\nclass A(torch.nn.Module):\n    def __init__(self, device='cuda'):\n        super().__init__()\n"
+        "        self.device = device\nclass B(A):\n    def __init__(self):\n        super().__init__('cpu')\n"
+        "print(B())\n",
         # ... an attribute chosen on a condition, assigned in two methods, or another module's
         "import torch\nclass T:\n    def __init__(self, gpu):\n        self.device = 'cuda' if gpu else 'cpu'\n"
         "    def f(self, x):\n        return x.to(self.device)\n",
@@ -219,6 +230,25 @@ class HardcodedGpuDevice(Rule):
                 "x = torch.zeros(1).to(args.device)\n",
                 'import argparse\nimport torch\nargs = argparse.ArgumentParser().parse_args()\n'
                 'args.device = "cuda" if torch.cuda.is_available() else "cpu"\nx = torch.zeros(1).to(args.device)\n'),
+        # a parameter's default that a call here leaves to it: where the `def` runs (in a
+        # script; display in a library module, whose `def`s run at import)
+        Example("import torch\nclass Diffusion:\n    def sample(self, n, device=\"cuda\"):\n"
+                "        return torch.randn(n, device=device)\nif __name__ == '__main__':\n"
+                "    print(Diffusion().sample(2))\n",
+                "import torch\nclass Diffusion:\n"
+                "    def sample(self, n, device=\"cuda\" if torch.cuda.is_available() else \"cpu\"):\n"
+                "        return torch.randn(n, device=device)\nif __name__ == '__main__':\n"
+                "    print(Diffusion().sample(2))\n"),
+        Example("import torch\ndef noise(n, device='cuda'):\n    return torch.randn(n, device=device)\n"
+                "def batch():\n    return noise(4)\n", None),
+        # ... read where the options are handed on (the diffusion tutorials' `launch()`)
+        Example("import torch\ndef train(args):\n    device = args.device\n    return torch.zeros(1).to(device)\n"
+                "def launch():\n    import argparse\n    args = argparse.ArgumentParser().parse_args()\n"
+                '    args.device = "cuda"\n    train(args)\nif __name__ == "__main__":\n    launch()\n',
+                "import torch\ndef train(args):\n    device = args.device\n    return torch.zeros(1).to(device)\n"
+                "def launch():\n    import argparse\n    args = argparse.ArgumentParser().parse_args()\n"
+                '    args.device = "cuda" if torch.cuda.is_available() else "cpu"\n    train(args)\n'
+                'if __name__ == "__main__":\n    launch()\n'),
         # a script (it prints): in place, after its own CUDA_VISIBLE_DEVICES; display before it
         Example("import os\nimport torch\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\ndevice = torch.device('cuda')\n"
                 "print(torch.zeros(1, device=device))\n",
@@ -369,7 +399,7 @@ class HardcodedGpuDevice(Rule):
         devices = a.devices
         rank_independent = {node for _, node, _ in devices.fixed_placements}  # TDL003's (its fix comes first)
         for site, node, rewrite in _gpu_choices(a):
-            if node in rank_independent or not unconditional(ctx, site, node):
+            if node in rank_independent or not unconditional(ctx, site, node, header=rewrite.kind == "default"):
                 continue
             a_fix = self._fix(ctx, site, node, rewrite)
             method = isinstance(node, cst.Call) and site.method == "cuda"  # `.cuda(0)`, not its receiver
@@ -381,6 +411,9 @@ class HardcodedGpuDevice(Rule):
             elif rewrite.kind == "option":  # a GPU index as an option's default
                 shown = f"{_option_name(site)}={shown}"
                 what = (f"picks a GPU by default (its help gives `{rewrite.device}` for the CPU): run as written,")
+            elif rewrite.kind == "default":  # def sample(self, n, device="cuda"), called as sample(8)
+                shown = f"{site.name}={shown}"
+                what = "is a default that a call here relies on, and names a GPU with no CPU fallback:"
             elif rewrite.kind == "bound":  # a bare `.cuda()` a binding made right
                 why = re.sub(r"^a binding (on line \d+) runs first$", r"the one \1",
                              devices.verdicts[node].why)  # type: ignore[index]
@@ -398,7 +431,7 @@ class HardcodedGpuDevice(Rule):
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: {exc})")
         test, q = f"{torch}.cuda.is_available()", rewrite.quote
-        if rewrite.kind == "literal":  # torch.device("cuda:1"), .to("cuda"), device="cuda:0"
+        if rewrite.kind in ("literal", "default"):  # torch.device("cuda:1"), .to("cuda"), device="cuda:0"
             text = f"{q}{rewrite.device}{q} if {test} else {q}cpu{q}"
             edit = ctx.replace(node, f"{a.code(node.func)}({text})" if isinstance(node, cst.Call) else text)
         elif rewrite.kind in ("index", "bound"):  # .cuda(1) -> .to("cuda:1" if ... else "cpu"), keeping non_blocking
@@ -511,14 +544,76 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
             elif (_gpu_string(value) and site.qualname != "torch.device") or _rank_index(a, site, value):
                 found.append((site, value, _Rewrite("expression", quote=_quote(site, value))))  # f"cuda:{k}", .to(rank)
             elif isinstance(value, (cst.Name, cst.Attribute)):  # device = "cuda" ... .to(device); self.device
-                bound = (held_value(a, site, value.value) if isinstance(value, cst.Name)
-                         else held_attribute(a, site, value))
+                bound = held_device(a, site, value)
                 devices = (_held_devices(a, bound, location=site.keyword("map_location") is not None)
                            if bound is not None and bound.node not in held else [])
                 if devices:
                     held.add(bound.node)  # type: ignore[union-attr]
                     found += devices
+    return found + _used_defaults(a)
+
+
+def _used_defaults(a) -> List[Tuple[Held, cst.CSTNode, "_Rewrite"]]:
+    """A parameter's GPU default (``def sample(self, n, device="cuda")``) that a call in
+    this file leaves to it (``diffusion.sample(8)``): what the code does when run as
+    written. Held where the ``def`` runs (its default is evaluated there, once). Not in a
+    function named or decorated for GPUs, nor one no call here leaves it to (a library's
+    API: its callers choose)."""
+    found: List[Tuple[Held, cst.CSTNode, _Rewrite]] = []
+    candidates = [(info, param, text) for info in a.functions.values() if isinstance(info.node, cst.FunctionDef)
+                  for param in (*info.node.params.posonly_params, *info.node.params.params,
+                                *info.node.params.kwonly_params)
+                  for text in [_cuda_text(param.default) if param.default is not None else None] if text is not None]
+    omitted = _omitted_parameters(a) if candidates else set()
+    for info, param, text in candidates:
+        outer = info.scope.parent
+        if (info.node, param.name.value) not in omitted or outer is None or meant_for_gpus(a, info.scope):
+            continue
+        binding = next((b for b in outer.bindings.get(info.name, ()) if b.value is info.node), None)
+        if binding is not None:
+            held = Held(param.default, outer, binding.order, None, binding.cond, param.name.value)  # type: ignore[arg-type]
+            found.append((held, param.default, _Rewrite("default", text, param.default.quote[-1])))  # type: ignore[union-attr]
     return found
+
+
+def _omitted_parameters(a) -> set:
+    """(function node, parameter name) for every parameter with a default that some call
+    of the function in this file leaves out: no keyword of that name, too few positional
+    arguments, no ``*args``/``**kwargs``. A call's function is resolved as the analysis
+    does (``f()``, ``self.f()``, ``Cls()``), or, for a method called on another object
+    (``diffusion.sample(8)``), by its name among this file's classes' methods (not a
+    special method, ``super().__init__()``: a parent's, called as the parent wants)."""
+    out = set()
+    for site in a.calls:
+        if site.has_star_args:
+            continue
+        callee = a.process.callee(site)
+        func = site.node.func
+        if callee is not None:
+            callees = [callee]
+        elif (isinstance(func, cst.Attribute) and site.qualname is None and not func.attr.value.startswith("__")
+              and not (isinstance(func.value, cst.Call) and a.code(func.value.func) == "super")):
+            callees = [m for k in a.classes for name, m in k.methods.items() if name == func.attr.value]
+        else:
+            continue
+        given = sum(1 for arg in site.node.args if arg.keyword is None)
+        keywords = {arg.keyword.value for arg in site.node.args if arg.keyword is not None}
+        for fn in callees:
+            node = fn.node
+            if not isinstance(node, cst.FunctionDef):
+                continue
+            positional = [*node.params.posonly_params, *node.params.params]
+            static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+                         for d in node.decorators)
+            if fn.klass is not None and positional and not static:
+                positional = positional[1:]  # `self`, bound by the call (`obj.f()`, `Cls()`)
+            for index, param in enumerate(positional):
+                if param.default is not None and index >= given and param.name.value not in keywords:
+                    out.add((node, param.name.value))
+            for param in node.params.kwonly_params:
+                if param.default is not None and param.name.value not in keywords:
+                    out.add((node, param.name.value))
+    return out
 
 
 _DDP = "torch.nn.parallel.DistributedDataParallel"

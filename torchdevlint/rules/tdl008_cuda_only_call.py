@@ -366,7 +366,7 @@ class CudaOnlyCall(Rule):
                 continue  # (reported at the binding two calls share; a backend chosen on a condition)
             if not (site.qualname in N.CUDA_ONLY or block or backend is not None or sync_bn is not None
                     or count is not None or pinned is not None or _binds_a_gpu(a, site)) \
-                    or not unconditional(ctx, site, site.node, stops_only=True, with_item=block):
+                    or not unconditional(ctx, site, site.node, stops_only=True, header=block):
                 continue
             func = a.code(site.node.func)
             if count is not None:  # nprocs=torch.cuda.device_count() -> ... or 1
@@ -493,7 +493,7 @@ def _cuda_stop(ctx: Context, site: CallSite) -> Union[cst.Assert, cst.If, None]:
         stop: Union[cst.Assert, cst.If, None] = line.body[0]
     else:
         stop = _stop_ifs(ctx).get(site.node)
-    if stop is None or chosen_conditionally(ctx, site, site.node) or meant_for_gpus(ctx, site.scope) or any(
+    if stop is None or chosen_conditionally(ctx, site, site.node) or meant_for_gpus(ctx.analysis, site.scope) or any(
             part in ("try", "handler") for _, part in site.cond):
         return None
     return stop

@@ -560,10 +560,14 @@ def _used_defaults(a) -> List[Tuple[Held, cst.CSTNode, "_Rewrite"]]:
     function named or decorated for GPUs, nor one no call here leaves it to (a library's
     API: its callers choose)."""
     found: List[Tuple[Held, cst.CSTNode, _Rewrite]] = []
-    candidates = [(info, param, text) for info in a.functions.values() if isinstance(info.node, cst.FunctionDef)
-                  for param in (*info.node.params.posonly_params, *info.node.params.params,
-                                *info.node.params.kwonly_params)
-                  for text in [_cuda_text(param.default) if param.default is not None else None] if text is not None]
+    candidates = []
+    for info in a.functions.values():
+        if isinstance(info.node, cst.FunctionDef):
+            params = info.node.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                text = _cuda_text(param.default) if param.default is not None else None
+                if text is not None:
+                    candidates.append((info, param, text))
     omitted = _omitted_parameters(a) if candidates else set()
     for info, param, text in candidates:
         outer = info.scope.parent

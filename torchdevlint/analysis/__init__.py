@@ -31,5 +31,6 @@ from .facts import (  # noqa: F401
     Scope,
     Target,
     is_bare_cuda,
+    names_in,
 )
 from .treewalk import walk  # noqa: F401

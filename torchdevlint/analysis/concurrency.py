@@ -16,7 +16,7 @@ from .facts import (  # noqa: F401
     Target,
     _arg_value,
     _kw_value,
-    _names_in,
+    names_in,
 )
 
 import re
@@ -163,7 +163,7 @@ class ConcurrencyMixin:
         code = self.code(expr).lower()
         if any(h in code for h in _LOCAL_RANK_HINTS):
             return True
-        for node in _names_in(expr):
+        for node in names_in(expr):
             values = self.values_of(node, scope)
             if values and any(self.mentions_rank(v, s, _depth + 1) for v, s in values):
                 return True

@@ -506,12 +506,12 @@ class DeviceFacts:
     @cached_property
     def is_script(self) -> bool:
         """Whether this file is run rather than imported: it has a main guard, a
-        module-level loop, parses its command line at module level, or its module's own
-        statements print (``print(net(x))``, not under a ``try``: a library may print a
-        missing optional import) or run its own functions (``main()``)."""
+        module-level loop (in the module's own blocks too: nanoGPT's sampling loop in
+        ``with torch.no_grad():``), parses its command line at module level, or its
+        module's own statements print (``print(net(x))``, not under a ``try``: a library
+        may print a missing optional import) or run its own functions (``main()``)."""
         a = self.a
-        return self.main_guard is not None or any(
-            isinstance(stmt, (cst.For, cst.While)) for stmt in a.module.body) or any(
+        return self.main_guard is not None or _has_module_loop(a.module.body) or any(
             site.method == "parse_args" and a.enclosing_function(site.scope) is None for site in a.calls) or any(
             isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
             and isinstance(small.value.func, cst.Name) and small.value.func.value == "print"
@@ -910,6 +910,24 @@ def _param_default(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
         if p.name.value == name:
             return p.default
     return None
+
+
+def _has_module_loop(body) -> bool:
+    """Whether a ``for`` or ``while`` loop runs at import: among ``body``'s statements or in
+    their ``if``/``try``/``with`` blocks (not in defs or classes)."""
+    for stmt in body:
+        if isinstance(stmt, (cst.For, cst.While)):
+            return True
+        if isinstance(stmt, (cst.SimpleStatementLine, cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(stmt, cst.BaseCompoundStatement) and any(
+                _has_module_loop(getattr(child, "body", ())) if isinstance(child, cst.BaseSuite)
+                else _has_module_loop([child]) if isinstance(child, cst.If)
+                else isinstance(child, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally))
+                and _has_module_loop(getattr(child.body, "body", ()))
+                for child in stmt.children):
+            return True
+    return False
 
 
 def _module_level_statements(body) -> List[cst.SimpleStatementLine]:

@@ -213,7 +213,8 @@ def _kw_value(site: CallSite, name: str) -> Optional[cst.BaseExpression]:
     return _arg_value(site.keyword(name))
 
 
-def _names_in(expr: cst.CSTNode) -> List[str]:
+def names_in(expr: cst.CSTNode) -> List[str]:
+    """The names ``expr`` reads (``x`` of ``x.y``, not ``y``), in order, repeated."""
     found: List[str] = []
 
     class V(cst.CSTVisitor):

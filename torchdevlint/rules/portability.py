@@ -17,17 +17,21 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import libcst as cst
 
-from ..analysis import CallSite, Scope, walk
+from ..analysis import CallSite, Scope, names_in, walk
 from ..model import Edit
 from .base import _LIBRARY, Context, Uninsertable
 
 ASKS = ("is_available", "device_count")
 _GUARD = re.compile(r"^[ \t]*(?:el)?if[ \t]+[\w.]*\.is_available\(\)[ \t]*:", re.MULTILINE)
-_CHOICE = re.compile(r"(?:\bif|\band|\bor[ \t]+not)[ \t]+[\w.]*\.is_available\(\)[ \t]+else\b")
+# a value chosen on the question, in a conditional expression: `"cuda" if torch.cuda.is_available()
+# else "cpu"`, `"bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else
+# "float16"` (nanoGPT's dtype): it decides that value, not what the code around it does
+_CHOICE = re.compile(r"(?:\bif\b[^\n:]*?\.is_available\(\)[^\n:]*?|(?:\band|\bor[ \t]+not)[ \t]+[\w.]*\.is_available\(\)[ \t]+)"
+                     r"\belse\b")
 # every visible GPU, listed (`device_ids=range(torch.cuda.device_count())`: DataParallel's,
 # empty without CUDA): a count, not a question
 _ENUMERATION = re.compile(r"\brange\([ \t]*[\w.]*\.device_count\(\)[ \t]*\)")
@@ -100,12 +104,22 @@ class Held:
     name: str = ""  # what holds it, as the code spells it: `device`, `self.device`, `args.device`
 
 
-def held_value(a, site: CallSite, name: str) -> Optional[Held]:
+def held_value(a, site: CallSite, name: str,
+               alternative: Optional[Callable[[cst.BaseExpression], bool]] = None) -> Optional[Held]:
     """What ``name``, used at ``site``, holds: its only binding, a plain assignment in a
-    statement line, in the scope the use resolves to (not a ``global``/``nonlocal`` name)."""
+    statement line, in the scope the use resolves to (not a ``global``/``nonlocal`` name).
+    With ``alternative``, also its only unconditional binding when every other one is an
+    assignment under a branch of a value ``alternative`` accepts (nanoGPT's ``device =
+    'cuda'``, then ``device = f'cuda:{ddp_local_rank}'`` under ``if ddp:``): what the name
+    holds when the script runs as written, no branch taken."""
     scope, _ = a.lookup(name, site.scope)
-    bindings = scope.bindings.get(name, ()) if scope is not None else ()
-    if len(bindings) != 1 or bindings[0].kind != "assign" or name in scope.declared:  # type: ignore[union-attr]
+    if scope is None or name in scope.declared:
+        return None
+    bindings = scope.bindings.get(name, ())
+    if alternative is not None and len(bindings) > 1 and all(
+            b.kind == "assign" and b.value is not None and alternative(b.value) for b in bindings if b.cond):
+        bindings = [b for b in bindings if not b.cond]
+    if len(bindings) != 1 or bindings[0].kind != "assign":
         return None
     value = bindings[0].value
     line = a.statement_line(value) if value is not None else None
@@ -114,12 +128,13 @@ def held_value(a, site: CallSite, name: str) -> Optional[Held]:
     return Held(value, scope, bindings[0].order, line, bindings[0].cond, name)  # type: ignore[arg-type]
 
 
-def held_device(a, site: CallSite, value: cst.BaseExpression) -> Optional[Held]:
-    """What a name or an attribute used at ``site`` holds (``held_value``,
-    ``held_attribute``), through one name that holds an attribute (``device = args.device``
-    then ``.to(device)``)."""
+def held_device(a, site: CallSite, value: cst.BaseExpression,
+                alternative: Optional[Callable[[cst.BaseExpression], bool]] = None) -> Optional[Held]:
+    """What a name or an attribute used at ``site`` holds (``held_value``, with its
+    ``alternative``; ``held_attribute``), through one name that holds an attribute
+    (``device = args.device`` then ``.to(device)``)."""
     if isinstance(value, cst.Name):
-        held = held_value(a, site, value.value)
+        held = held_value(a, site, value.value, alternative)
         if held is None or not isinstance(held.node, cst.Attribute):
             return held
         value = held.node
@@ -225,7 +240,7 @@ def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
     function or class is named for CUDA or a GPU, or decorated so."""
     a = ctx.analysis
     fn = a.enclosing_function(site.scope)
-    if _text_asks(ctx, fn.node if fn is not None else None, stops_only, site.name if isinstance(site, Held) else ""):
+    if _text_asks(ctx, fn.node if fn is not None else None, stops_only, _followers(a, site)):
         return True
     if fn is not None and _module_stops(ctx):
         return True
@@ -250,23 +265,41 @@ def meant_for_gpus(a, scope: Optional[Scope]) -> bool:
     return False
 
 
-def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool, held: str = "") -> bool:
+def _followers(a, site: CallSite) -> Tuple[str, ...]:
+    """For a device a name or attribute holds (``Held``), that name and the names derived
+    from it alone, each bound once beside it (nanoGPT's ``device_type = 'cuda' if 'cuda'
+    in device else 'cpu'``, ``use_cuda = device == "cuda"``): a test of one of them
+    follows the choice. Nothing for any other site."""
+    if not isinstance(site, Held):
+        return ()
+    names = [site.name]
+    if "." not in site.name:
+        for name, bindings in site.scope.bindings.items():
+            if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
+                read = set(names_in(bindings[0].value)) - {"str"}
+                if read == {site.name} and name != site.name:
+                    names.append(name)
+    return tuple(names)
+
+
+def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool, held: Tuple[str, ...] = ()) -> bool:
     """The text tests of ``_asks_for_cuda`` on a function's code (None: the module's),
     once per function: a plain ``if torch.cuda.is_available():`` guards its own body
     only, and a device chosen as ``"cuda" if torch.cuda.is_available() else "cpu"`` (or
     ``if flag and torch.cuda.is_available()``, ``if flag or not ...``) only its own uses
     (both are what the fixes write), and ``range(torch.cuda.device_count())`` lists the
     GPUs without asking: the code asks for itself when it tests otherwise (a flag, an
-    early exit, an assertion), or tells the CPU from CUDA -- but for the ``held`` name's
-    own device, a test of that name alone (``device = "cuda"`` then ``if device ==
-    "cuda":``, the CIFAR trainers' idiom) follows the choice and does not make it."""
+    early exit, an assertion), or tells the CPU from CUDA -- but for a device a name
+    holds, a test of that name alone or of one derived from it (``_followers``: ``device
+    = "cuda"`` then ``if device == "cuda":``, the CIFAR trainers' idiom; ``if device_type
+    == 'cuda':``, nanoGPT's) follows the choice and does not make it."""
     a = ctx.analysis
     memo = a.memo.setdefault("portability_asks", {})
     key = (fn, stops_only, held)
     if key not in memo:
         text = _code_only(a.code(fn)) if fn is not None else _module_code(ctx)
-        own = re.compile(rf"[ \t]*(?:el)?if[ \t]+{re.escape(held)}[ \t]*[=!]=[ \t]*['\"](?:cpu|cuda)['\"][ \t]*:") \
-            if held else None
+        own = re.compile(rf"[ \t]*(?:el)?if[ \t]+(?:{'|'.join(map(re.escape, held))})[ \t]*[=!]=[ \t]*['\"](?:cpu|cuda)['\"]"
+                         r"[ \t]*:") if held else None
         tells = any(own is None or not own.match(text, m.start()) for m in _DEVICE_TEST.finditer(text))
         memo[key] = bool(_STOP.search(text) or tells) or (
             not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)) + len(

@@ -50,8 +50,9 @@ class HardcodedGpuDevice(Rule):
         on a CUDA device"), a device string built
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
-        used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound;
-        so is an attribute's, `self.device = "cuda"` set once in the class's methods,
+        used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound,
+        also when a branch rebinds it only to another GPU, a distributed run's `device =
+        f"cuda:{local_rank}"` under `if ddp:`; so is an attribute's, `self.device = "cuda"` set once in the class's methods,
         `args.device = "cuda"` once in the file, read as `args.device` or through a name,
         `device = args.device`),
         a command line's default (`add_argument("--device", default="cuda")`; a GPU index,
@@ -71,10 +72,12 @@ class HardcodedGpuDevice(Rule):
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
         in the module for module-level code, or in an `if` around it; a
         `range(torch.cuda.device_count())` that lists the GPUs for `DataParallel` asks
-        nothing), and that does not
-        tell the CPU from CUDA itself (`if device.type == "cpu":`; for a name or attribute
-        that holds the GPU, a test of it alone, `if device == "cuda":`, follows the choice
-        and does not make one), outside functions and
+        nothing, nor does a question that picks one value, `dtype = "bfloat16" if
+        torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"`), and
+        that does not tell the CPU from CUDA itself (`if device.type == "cpu":`; for a name
+        or attribute that holds the GPU, a test of it alone, `if device == "cuda":`, or of
+        a name derived from it alone, `device_type = "cuda" if "cuda" in device else
+        "cpu"` then `if device_type == "cuda":`, follows the choice and does not make one), outside functions and
         classes named or decorated for CUDA or a GPU, and outside modules that stop as
         they are imported without CUDA (`assert torch.cuda.is_available()` at their top
         level: GPU-only by the author's word, until TDL008 removes the assertion, as a
@@ -188,6 +191,8 @@ class HardcodedGpuDevice(Rule):
         "import torch\nclass T:\n    def __init__(self):\n        self.device = 'cuda'\n    def cpu(self):\n"
         "        self.device = 'cpu'\n    def f(self, x):\n        return x.to(self.device)\n",
         "import torch\nfrom config import cfg\ncfg.device = 'cuda'\nprint(torch.zeros(1).to(cfg.device))\n",
+        # a branch that binds the CPU: the code's own CPU path (`--cpu`)
+        "import torch\ndevice = 'cuda'\nif args.cpu:\n    device = 'cpu'\nprint(torch.zeros(1).to(device))\n",
         # a test of the name with more to it than its own device: the code decides for itself
         "import torch\ndevice = 'cuda'\nnet = torch.nn.Linear(2, 2).to(device)\nif device == 'cuda' or fast:\n"
         "    net = torch.nn.DataParallel(net)\nprint(net)\n",
@@ -220,6 +225,21 @@ class HardcodedGpuDevice(Rule):
                 "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
                 "net = torch.nn.Linear(2, 2).to(device)\nif device == 'cuda':\n"
                 "    net = torch.nn.DataParallel(net)\nprint(net)\n"),
+        # ... rebound only under a branch to another GPU (a distributed run's rank), with
+        # a name derived from it tested, a dtype chosen on the question, the work in a
+        # module-level block (a script: its loop runs at import)
+        Example("import os\nimport torch\ndevice = 'cuda'\n"
+                "dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float16'\n"
+                "if 'RANK' in os.environ:\n    device = f\"cuda:{os.environ['LOCAL_RANK']}\"\n"
+                "device_type = 'cuda' if 'cuda' in device else 'cpu'\nnet = torch.nn.Linear(2, 2).to(device)\n"
+                "with torch.no_grad():\n    for _ in range(2):\n        x = torch.zeros(1, 2)\n"
+                "        if device_type == 'cuda':\n            x = x.pin_memory()\n        net(x.to(device))\n",
+                "import os\nimport torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+                "dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float16'\n"
+                "if 'RANK' in os.environ:\n    device = f\"cuda:{os.environ['LOCAL_RANK']}\"\n"
+                "device_type = 'cuda' if 'cuda' in device else 'cpu'\nnet = torch.nn.Linear(2, 2).to(device)\n"
+                "with torch.no_grad():\n    for _ in range(2):\n        x = torch.zeros(1, 2)\n"
+                "        if device_type == 'cuda':\n            x = x.pin_memory()\n        net(x.to(device))\n"),
         # ... or an attribute: `self.device` set once in the class, `args.device` once in the file
         Example("import torch\nclass Agent:\n    def __init__(self):\n        self.device = 'cuda'\n"
                 "        self.net = torch.nn.Linear(2, 2).to(self.device)\n",
@@ -544,7 +564,7 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
             elif (_gpu_string(value) and site.qualname != "torch.device") or _rank_index(a, site, value):
                 found.append((site, value, _Rewrite("expression", quote=_quote(site, value))))  # f"cuda:{k}", .to(rank)
             elif isinstance(value, (cst.Name, cst.Attribute)):  # device = "cuda" ... .to(device); self.device
-                bound = held_device(a, site, value)
+                bound = held_device(a, site, value, _names_gpu)
                 devices = (_held_devices(a, bound, location=site.keyword("map_location") is not None)
                            if bound is not None and bound.node not in held else [])
                 if devices:
@@ -844,6 +864,13 @@ def _gpu_argument(site: CallSite) -> bool:
 
 
 _CUDA_KEYWORDS = frozenset({"device", "non_blocking", "memory_format"})
+
+
+def _names_gpu(value: cst.BaseExpression) -> bool:
+    """A GPU string, literal or built at run time (``"cuda:0"``, ``f"cuda:{local_rank}"``):
+    what a name that holds ``"cuda"`` may be bound to under a branch and still hold a GPU
+    on every path (nanoGPT's ``if ddp:``)."""
+    return _cuda_text(value) is not None or _gpu_string(value)
 
 
 def _cuda_text(value: cst.BaseExpression) -> Optional[str]:

@@ -592,13 +592,27 @@ class DeviceFacts:
         return tops
 
     def forward_input(self, site: CallSite) -> Optional[DeviceChoice]:
-        """Inside ``forward`` of an ``nn.Module`` subclass: the first input's device."""
+        """Inside ``forward`` of an ``nn.Module`` subclass: the first input's device; when
+        the body unpacks that input (``loc_data, conf_data = predictions``, SSD's loss: a
+        tuple of tensors, which has no device), the first tensor unpacked from it."""
         a = self.a
         fn = a.enclosing_function(site.scope)
-        if (fn is not None and fn.klass is not None and fn.name == "forward"
+        if not (fn is not None and fn.klass is not None and fn.name == "forward"
                 and a.is_module_class(fn.klass) and len(fn.params) >= 2 and fn.params[0] == "self"):
-            return DeviceChoice(f"{fn.params[1]}.device", False, f"the input `{fn.params[1]}`")
-        return None
+            return None
+        first = fn.params[1]
+        line = a.range(site.node).start.line
+        for stmt in fn.node.body.body:  # type: ignore[union-attr]
+            if a.range(stmt).start.line >= line:
+                break
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                if (isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value == first
+                        and len(small.targets) == 1 and isinstance(small.targets[0].target, (cst.Tuple, cst.List))):
+                    head = small.targets[0].target.elements[0].value if small.targets[0].target.elements else None
+                    if not isinstance(head, cst.Name):
+                        return None
+                    return DeviceChoice(f"{head.value}.device", False, f"the first tensor of the input `{first}`")
+        return DeviceChoice(f"{first}.device", False, f"the input `{first}`")
 
     # ------------------------------------------------------------ input devices
     def input_device(self, site: CallSite) -> Optional[str]:

@@ -53,7 +53,9 @@ class BareCudaCall(Rule):
         the current device (`device = torch.device("cuda")`: it resolves at call time,
         exactly like `.cuda()`) and the receiver is provably a torch tensor or module.
         Inside `forward` of an `nn.Module` it uses the first input's `.device`
-        (**unsafe**: the input may be elsewhere). When nothing names a device, it
+        (**unsafe**: the input may be elsewhere), or, where the body unpacks that input
+        (`loc_data, conf_data = predictions`: a tuple has no device), the first tensor
+        unpacked from it. When nothing names a device, it
         defines one where the script's own execution starts (after the imports of a
         script: one with a main guard, or whose module level does work; at the start of
         the main guard when every use runs in it, so that importing the module asks
@@ -114,6 +116,15 @@ class BareCudaCall(Rule):
             'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
             "x = torch.ones(2).to(device)\n",
         ),
+        # in a module's forward: the input's device; the first tensor unpacked from it
+        # where the input is a tuple (a detection loss's `predictions`)
+        Example("import torch\nclass Loss(torch.nn.Module):\n    def forward(self, predictions, targets):\n"
+                "        loc_data, conf_data = predictions\n        loc_t = torch.zeros(loc_data.size())\n"
+                "        if self.use_gpu:\n            loc_t = loc_t.cuda()\n        return (loc_data - loc_t).sum()\n",
+                "import torch\nclass Loss(torch.nn.Module):\n    def forward(self, predictions, targets):\n"
+                "        loc_data, conf_data = predictions\n        loc_t = torch.zeros(loc_data.size())\n"
+                "        if self.use_gpu:\n            loc_t = loc_t.to(loc_data.device)\n"
+                "        return (loc_data - loc_t).sum()\n"),
         # an exact current device in scope: safe
         Example(
             "import torch\ndevice = torch.device('cuda')\nx = torch.zeros(1).cuda()\n",

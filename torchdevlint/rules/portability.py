@@ -30,8 +30,8 @@ _GUARD = re.compile(r"^[ \t]*(?:el)?if[ \t]+[\w.]*\.is_available\(\)[ \t]*:", re
 # a value chosen on the question, in a conditional expression: `"cuda" if torch.cuda.is_available()
 # else "cpu"`, `"bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else
 # "float16"` (nanoGPT's dtype): it decides that value, not what the code around it does
-_CHOICE = re.compile(r"(?:\bif\b[^\n:]*?\.is_available\(\)[^\n:]*?|(?:\band|\bor[ \t]+not)[ \t]+[\w.]*\.is_available\(\)[ \t]+)"
-                     r"\belse\b")
+_CHOICE = re.compile(r"(?:\bif\b[^\n:]*?\.is_available\(\)[^\n:]*?"
+                     r"|(?:\band|\bor[ \t]+not)[ \t]+[\w.]*\.is_available\(\)[ \t]+)\belse\b")
 # every visible GPU, listed (`device_ids=range(torch.cuda.device_count())`: DataParallel's,
 # empty without CUDA): a count, not a question
 _ENUMERATION = re.compile(r"\brange\([ \t]*[\w.]*\.device_count\(\)[ \t]*\)")
@@ -298,9 +298,9 @@ def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool, held: 
     key = (fn, stops_only, held)
     if key not in memo:
         text = _code_only(a.code(fn)) if fn is not None else _module_code(ctx)
-        own = re.compile(rf"[ \t]*(?:el)?if[ \t]+(?:{'|'.join(map(re.escape, held))})[ \t]*[=!]=[ \t]*['\"](?:cpu|cuda)['\"]"
-                         r"[ \t]*:") if held else None
-        tells = any(own is None or not own.match(text, m.start()) for m in _DEVICE_TEST.finditer(text))
+        names = "|".join(map(re.escape, held))
+        own = re.compile(rf"[ \t]*(?:el)?if[ \t]+(?:{names})[ \t]*[=!]=[ \t]*['\"](?:cpu|cuda)['\"][ \t]*:")
+        tells = any(not held or not own.match(text, m.start()) for m in _DEVICE_TEST.finditer(text))
         memo[key] = bool(_STOP.search(text) or tells) or (
             not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)) + len(
                 _CHOICE.findall(text)) + len(_ENUMERATION.findall(text)))

@@ -52,8 +52,8 @@ class HardcodedGpuDevice(Rule):
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
         used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound,
         also when a branch rebinds it only to another GPU, a distributed run's `device =
-        f"cuda:{local_rank}"` under `if ddp:`; so is an attribute's, `self.device = "cuda"` set once in the class's methods,
-        `args.device = "cuda"` once in the file, read as `args.device` or through a name,
+        f"cuda:{local_rank}"` under `if ddp:`; so is an attribute's, `self.device =
+        "cuda"` set once in the class's methods, `args.device = "cuda"` once in the file, read as `args.device` or through a name,
         `device = args.device`),
         a command line's default (`add_argument("--device", default="cuda")`; a GPU index,
         `add_argument("-gpu", default=0, help="... for CPU mode set -gpu = c")`, where the
@@ -68,7 +68,8 @@ class HardcodedGpuDevice(Rule):
         unconditionally in a statement (not under an `if`, not one side of `a if c else b`
         or of `a or b`, not a parameter's default, unless a call in the file leaves
         the argument to it: `def sample(self, n, device="cuda")` called as
-        `diffusion.sample(8)` is what the script does as written), in code that never asks whether CUDA
+        `diffusion.sample(8)` is what the script does as written; so is
+        `device=torch.device("cuda:0")`), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
         in the module for module-level code, or in an `if` around it; a
         `range(torch.cuda.device_count())` that lists the GPUs for `DataParallel` asks
@@ -261,6 +262,11 @@ class HardcodedGpuDevice(Rule):
                 "    print(Diffusion().sample(2))\n"),
         Example("import torch\ndef noise(n, device='cuda'):\n    return torch.randn(n, device=device)\n"
                 "def batch():\n    return noise(4)\n", None),
+        Example("import torch\nclass Runner:\n    def __init__(self, device=torch.device('cuda:0')):\n"
+                "        self.net = torch.nn.Linear(2, 2).to(device)\nprint(Runner().net)\n",
+                "import torch\nclass Runner:\n"
+                "    def __init__(self, device=torch.device('cuda:0' if torch.cuda.is_available() else 'cpu')):\n"
+                "        self.net = torch.nn.Linear(2, 2).to(device)\nprint(Runner().net)\n"),
         # ... read where the options are handed on (the diffusion tutorials' `launch()`)
         Example("import torch\ndef train(args):\n    device = args.device\n    return torch.zeros(1).to(device)\n"
                 "def launch():\n    import argparse\n    args = argparse.ArgumentParser().parse_args()\n"
@@ -422,7 +428,7 @@ class HardcodedGpuDevice(Rule):
             if node in rank_independent or not unconditional(ctx, site, node, header=rewrite.kind == "default"):
                 continue
             a_fix = self._fix(ctx, site, node, rewrite)
-            method = isinstance(node, cst.Call) and site.method == "cuda"  # `.cuda(0)`, not its receiver
+            method = isinstance(node, cst.Call) and not isinstance(site, Held) and site.method == "cuda"  # `.cuda(0)`
             shown = "." + a.code(node.with_changes(func=node.func.attr)) if method else a.code(node)
             if rewrite.kind == "ids":  # device_ids=[rank]
                 shown = f"{rewrite.device}={shown}"
@@ -585,19 +591,29 @@ def _used_defaults(a) -> List[Tuple[Held, cst.CSTNode, "_Rewrite"]]:
         if isinstance(info.node, cst.FunctionDef):
             params = info.node.params
             for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-                text = _cuda_text(param.default) if param.default is not None else None
+                literal = _default_string(a, info, param.default) if param.default is not None else None
+                text = _cuda_text(literal) if literal is not None else None
                 if text is not None:
-                    candidates.append((info, param, text))
+                    candidates.append((info, param, text, literal.quote[-1]))  # type: ignore[union-attr]
     omitted = _omitted_parameters(a) if candidates else set()
-    for info, param, text in candidates:
+    for info, param, text, quote in candidates:
         outer = info.scope.parent
         if (info.node, param.name.value) not in omitted or outer is None or meant_for_gpus(a, info.scope):
             continue
         binding = next((b for b in outer.bindings.get(info.name, ()) if b.value is info.node), None)
         if binding is not None:
             held = Held(param.default, outer, binding.order, None, binding.cond, param.name.value)  # type: ignore[arg-type]
-            found.append((held, param.default, _Rewrite("default", text, param.default.quote[-1])))  # type: ignore[union-attr]
+            found.append((held, param.default, _Rewrite("default", text, quote)))
     return found
+
+
+def _default_string(a, info, default: cst.BaseExpression) -> Optional[cst.SimpleString]:
+    """The string a parameter's default names a device with: the default itself, or the
+    one argument of ``torch.device("cuda:0")`` (resolved where the ``def`` runs)."""
+    if (isinstance(default, cst.Call) and len(default.args) == 1 and default.args[0].keyword is None
+            and info.scope.parent is not None and a.qualname(default.func, info.scope.parent) == "torch.device"):
+        default = default.args[0].value
+    return default if isinstance(default, cst.SimpleString) else None
 
 
 def _omitted_parameters(a) -> set:

@@ -53,8 +53,8 @@ class HardcodedGpuDevice(Rule):
         used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound,
         also when a branch rebinds it only to another GPU, a distributed run's `device =
         f"cuda:{local_rank}"` under `if ddp:`; so is an attribute's, `self.device =
-        "cuda"` set once in the class's methods, `args.device = "cuda"` once in the file, read as `args.device` or through a name,
-        `device = args.device`),
+        "cuda"` set once in the class's methods, `args.device = "cuda"` once in the file,
+        read as `args.device` or through a name, `device = args.device`),
         a command line's default (`add_argument("--device", default="cuda")`; a GPU index,
         `add_argument("-gpu", default=0, help="... for CPU mode set -gpu = c")`, where the
         help gives the project's own value for the CPU: "use -1 for CPU", as pix2pix's

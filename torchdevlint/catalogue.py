@@ -59,10 +59,12 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                ('synchronize', 'Event', 'Stream', 'current_device', 'get_device_', 'current_stream',
                 'default_stream', 'CUDAGraph', 'reset_', 'ipc_collect', 'get_rng_state', 'mem_get_info',
                 'memory_summary', 'init', 'set_per_process_memory_fraction', 'nvtx', 'device(', 'set_device',
-                'convert_sync_batchnorm', 'spawn', 'start_processes', 'pin_memory', 'is_available'),
+                'convert_sync_batchnorm', 'spawn', 'start_processes', 'pin_memory', 'is_available',
+                'device_count'),
                (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | {"torch.cuda.device", "torch.cuda.set_device",
                                                                  N.CONVERT_SYNC_BATCHNORM, "torch.multiprocessing.spawn",
-                                                                 "torch.multiprocessing.start_processes"}
+                                                                 "torch.multiprocessing.start_processes",
+                                                                 "torch.cuda.device_count"}
                                                    | N.INIT_PROCESS_GROUP_TORCH))
                 + ("call:pin_memory", "name:pin_memory", "stmt:torch.cuda.is_available"),)),
     'TDL101': ('global-set-device',

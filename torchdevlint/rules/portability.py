@@ -34,7 +34,9 @@ _CHOICE = re.compile(r"(?:\bif\b[^\n:]*?\.is_available\(\)[^\n:]*?"
                      r"|(?:\band|\bor[ \t]+not)[ \t]+[\w.]*\.is_available\(\)[ \t]+)\belse\b")
 # every visible GPU, listed (`device_ids=range(torch.cuda.device_count())`: DataParallel's,
 # empty without CUDA): a count, not a question
-_ENUMERATION = re.compile(r"\brange\([ \t]*[\w.]*\.device_count\(\)[ \t]*\)")
+_ENUMERATION = re.compile(r"\brange\([ \t]*[\w.]*\.device_count\(\)[ \t]*\)"
+                          # ... or a factor (`batch_size * torch.cuda.device_count()`, `(... or 1)`)
+                          r"|[*/][ \t]*\(?[ \t]*[\w.]*\.device_count\(\)|[\w.]*\.device_count\(\)[ \t]*[*/]")
 # a question whose answer stops the code without CUDA: `assert torch.cuda.is_available()`,
 # `if not torch.cuda.is_available(): sys.exit(...)`, `if not enabled or not
 # torch.cuda.is_available(): return`, `if torch.cuda.device_count() == 0:`

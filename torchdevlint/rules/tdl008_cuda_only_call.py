@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable, Optional, Union
+from typing import Callable, Iterable, List, Optional, Union
 
 import libcst as cst
 
 from .. import names as N
-from ..analysis import CallSite
+from ..analysis import CallSite, walk
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import (chosen_conditionally, guard_statement, held_value, meant_for_gpus, stands_alone,
@@ -22,6 +22,10 @@ _ALSO = frozenset({"torch.cuda.device", "torch.cuda.set_device", N.CONVERT_SYNC_
                    "torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}) | N.INIT_PROCESS_GROUP_TORCH
 
 
+# the GPU count: a factor of a batch size or a learning rate, a divisor of steps (`_factor`)
+_COUNT = "torch.cuda.device_count"
+# ... where a zero does no harm: no worker processes
+_HARMLESS_FACTOR = ("num_workers", "workers")
 # the longest receiver a fix writes twice (`x.pin_memory() if ... else x`)
 _REPEATABLE = 40
 _NEEDS = "needs CUDA and nothing here checks for it: this code cannot run where CUDA is not available"
@@ -31,16 +35,18 @@ class CudaOnlyCall(Rule):
     code = "TDL008"
     name = "cuda-only-call"
     summary = ("a `torch.cuda` call that raises without CUDA (`synchronize()`, `Event`, `current_device()`, a "
-               "`set_device`), an NCCL process group, SyncBatchNorm, one process per GPU, pinned memory, "
+               "`set_device`), an NCCL process group, SyncBatchNorm, one process per GPU, the GPU count as a "
+               "factor, pinned memory, "
                "with nothing checking for CUDA; `assert torch.cuda.is_available()` or a script's stop without it (opt-in)")
     opt_in = True
     triggers = ("cuda", "nccl", "SyncBatchNorm", "pin_memory")
     also_requires = ("synchronize", "Event", "Stream", "current_device", "get_device_", "current_stream",
                      "default_stream", "CUDAGraph", "reset_", "ipc_collect", "get_rng_state", "mem_get_info",
                      "memory_summary", "init", "set_per_process_memory_fraction", "nvtx", "device(", "set_device",
-                     "convert_sync_batchnorm", "spawn", "start_processes", "pin_memory", "is_available")
+                     "convert_sync_batchnorm", "spawn", "start_processes", "pin_memory", "is_available",
+                     "device_count")
     # the gate on the code (`with torch.cuda.device(k):` is a call of it too)
-    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO))
+    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO | {_COUNT}))
              + ("call:pin_memory", "name:pin_memory", "stmt:torch.cuda.is_available"),)
     fixable = "sometimes"
     fix_summary = ("the statement under `if torch.cuda.is_available():` (unsafe) when it is an expression "
@@ -79,6 +85,14 @@ class CudaOnlyCall(Rule):
         process per GPU, `mp.spawn(worker, nprocs=torch.cuda.device_count())` (or a name
         bound to that count): without CUDA it starts none and returns, the program does
         nothing (not where the count is asserted: `assert world_size >= 2`).
+
+        The GPU count as a factor or a divisor, `batch_size=args.batch_size *
+        torch.cuda.device_count()`, `lr = 0.1 * torch.cuda.device_count()`, `steps //
+        (bs * torch.cuda.device_count())`, or a name bound once to the count whose every
+        use is one (`ngpu = torch.cuda.device_count()` ... `batch_size=2 * ngpu`): zero
+        without CUDA, a batch size the loader rejects, a learning rate of 0, a division
+        by zero. Not a workers count (`num_workers=4 * ngpu`: none on the CPU is fine),
+        nor a count that is tested (`if ngpu > 1:`) or kept from zero (`max(1, ...)`).
 
         Pinned memory: `x.pin_memory()` and a torch allocation with `pin_memory=True`
         raise without an accelerator ("Cannot access accelerator device"); not a
@@ -142,7 +156,8 @@ class CudaOnlyCall(Rule):
         on CPU tensors), and SyncBatchNorm's conversion `... if torch.cuda.is_available()
         else model` (plain batch norms on the CPU), and the process count
         `torch.cuda.device_count() or 1` (one process on the CPU; the same count with
-        GPUs), pinning `x.pin_memory() if torch.cuda.is_available() else x` and
+        GPUs), and so a count that is a factor (`args.batch_size *
+        (torch.cuda.device_count() or 1)`), pinning `x.pin_memory() if torch.cuda.is_available() else x` and
         `pin_memory=torch.cuda.is_available()`, all unsafe; with TDL007's fallbacks of
         the rank's placements, a DDP program then runs on the CPU too. An assertion that
         CUDA is available, or a script's stop without it, is removed (`pass` where it is
@@ -182,6 +197,10 @@ class CudaOnlyCall(Rule):
         "    n = torch.cuda.device_count()\n    assert n >= 2, 'needs 2 GPUs'\n    mp.spawn(w, nprocs=n)\n",
         "import torch\nimport torch.multiprocessing as mp\ndef w(r):\n    pass\nif __name__ == '__main__':\n"
         "    mp.spawn(w, nprocs=max(torch.cuda.device_count(), 1))\n",
+        # a GPU count that is tested, kept from zero, or counts workers
+        "import torch\ndef loader(ds, bs):\n    n = torch.cuda.device_count()\n    if n > 1:\n        bs = bs * n\n"
+        "    return torch.utils.data.DataLoader(ds, batch_size=bs * max(1, torch.cuda.device_count()),\n"
+        "                                       num_workers=4 * torch.cuda.device_count())\n",
         # a conversion under a test, or of a module built in place
         "import torch\ndef build(model, sync_bn):\n    if sync_bn:\n"
         "        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n    return model\n",
@@ -296,6 +315,15 @@ class CudaOnlyCall(Rule):
                 "if __name__ == '__main__':\n    world = torch.cuda.device_count() or 1\n"
                 "    mp.spawn(worker, args=(world,), nprocs=world, join=True)\n"),
         # a backend a name holds: where it is bound, once for every use
+        # a GPU count as a factor: inline, or through a name all of whose uses are factors
+        Example("import torch\ndef loader(ds, args):\n"
+                "    return torch.utils.data.DataLoader(ds, batch_size=args.batch_size * torch.cuda.device_count())\n",
+                "import torch\ndef loader(ds, args):\n    return torch.utils.data.DataLoader(ds, batch_size=args.batch_size "
+                "* (torch.cuda.device_count() or 1))\n"),
+        Example("import torch\ndef schedule(n, bs):\n    ngpu = torch.cuda.device_count()\n"
+                "    return n // (bs * ngpu), 0.1 * ngpu\n",
+                "import torch\ndef schedule(n, bs):\n    ngpu = torch.cuda.device_count() or 1\n"
+                "    return n // (bs * ngpu), 0.1 * ngpu\n"),
         Example("import torch\nimport torch.distributed as dist\n\nBACKEND = 'nccl'\n\n\ndef setup(rank, world):\n"
                 "    dist.init_process_group(BACKEND, rank=rank, world_size=world)\n\n\ndef again():\n"
                 "    dist.init_process_group(backend=BACKEND)\n\n\nif __name__ == '__main__':\n    setup(0, 1)\n",
@@ -360,12 +388,13 @@ class CudaOnlyCall(Rule):
             backend = named[1] if named is not None else None
             sync_bn = _sync_batchnorm_module(site)
             count = _gpu_count_processes(a, site)
+            factor = _factor(a, site) if count is None else None
             pinned = _pinned(a, site)
             if (count is not None and count in counted) or (backend is not None and backend in counted) or (
                     named is not None and named[0] is not site and not unconditional(ctx, named[0], backend)):
                 continue  # (reported at the binding two calls share; a backend chosen on a condition)
             if not (site.qualname in N.CUDA_ONLY or block or backend is not None or sync_bn is not None
-                    or count is not None or pinned is not None or _binds_a_gpu(a, site)) \
+                    or count is not None or factor is not None or pinned is not None or _binds_a_gpu(a, site)) \
                     or not unconditional(ctx, site, site.node, stops_only=True, header=block):
                 continue
             func = a.code(site.node.func)
@@ -375,6 +404,11 @@ class CudaOnlyCall(Rule):
                     count, f"`{func}()` starts one process per GPU (`{a.code(count)}`): without CUDA it starts none, "
                            "and the work it hands them does not run",
                     self._one_process(ctx, site, count))
+            elif factor is not None:  # batch_size * torch.cuda.device_count() -> (... or 1)
+                yield ctx.violation(
+                    site.node, f"`{func}()` is a factor (`{a.code(factor)}`): zero without CUDA (a batch size "
+                               "of 0, a learning rate of 0, a division by zero)",
+                    self._at_least_one(ctx, site, parens=site.node in (factor.left, factor.right)))
             elif backend is not None:  # "nccl" -> "nccl" if ... else "gloo", where it is written
                 counted.add(backend)
                 q = backend.quote
@@ -439,6 +473,18 @@ class CudaOnlyCall(Rule):
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
         return Fix(Applicability.UNSAFE, message, (ctx.replace(count, f"{ctx.analysis.code(count)} or 1"),))
+
+    def _at_least_one(self, ctx: Context, site: CallSite, parens: bool) -> Fix:
+        """``torch.cuda.device_count()`` -> ``(torch.cuda.device_count() or 1)`` (no
+        parentheses as an assignment's value): one where there is no GPU, the same count
+        where there are."""
+        message = "Count one where there is no GPU: `torch.cuda.device_count() or 1`"
+        try:  # (no new query: device_count() is called there anyway)
+            torch_for_test(ctx, site, new_query=False)
+        except Uninsertable as exc:
+            return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
+        code = f"{ctx.analysis.code(site.node)} or 1"
+        return Fix(Applicability.UNSAFE, message, (ctx.replace(site.node, f"({code})" if parens else code),))
 
     def _or_else(self, ctx: Context, site: CallSite, node: cst.BaseExpression, otherwise: str, message: str,
                  new_query: bool, parens: bool = False) -> Fix:
@@ -612,6 +658,71 @@ def _gpu_count_processes(a, site: CallSite) -> Optional[cst.Call]:
     if isinstance(value, cst.Call) and not value.args and a.qualname(value.func, site.scope) == "torch.cuda.device_count":
         return value
     return None
+
+
+def _factor(a, site: CallSite) -> Optional[cst.BinaryOperation]:
+    """Where ``torch.cuda.device_count()`` at ``site`` is multiplied or divided by (the
+    arithmetic around it: ``args.batch_size * torch.cuda.device_count()``, ``steps //
+    (bs * torch.cuda.device_count())``), or, as the value of ``n_gpu = ...`` (its one
+    binding), the first of that name's uses, all of which are factors (``batch_size=2 *
+    n_gpu``): without CUDA the product is zero. Not a product a keyword argument names
+    workers with (``num_workers=4 * n_gpu``: none on the CPU does no harm)."""
+    if site.qualname != _COUNT or site.node.args or site.line is None:
+        return None
+    small = site.line.body[0] if len(site.line.body) == 1 else None
+    if not (isinstance(small, cst.Assign) and small.value is site.node and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)):
+        found = _Operands(lambda n: n is site.node)
+        walk(site.line, found)
+        return found.factor()
+    target = small.targets[0].target
+    scope, _ = a.lookup(target.value, site.scope)
+    if scope is None or len(scope.bindings.get(target.value, ())) != 1:
+        return None
+    found = _Operands(lambda n: isinstance(n, cst.Name) and n.value == target.value and n is not target)
+    walk(scope.node, found)
+    return found.factor()
+
+
+# (not `%`: `rank % torch.cuda.device_count()` is a rank's GPU index, its `set_device`'s finding)
+_ARITHMETIC = (cst.Multiply, cst.Divide, cst.FloorDivide)
+
+
+class _Operands(cst.CSTVisitor):
+    """The uses of one node or name (``is_use``) in the code walked: each an operand of
+    ``*``, ``/``, ``//`` (the operation) or anything else (None)."""
+
+    def __init__(self, is_use: Callable[[cst.CSTNode], bool]) -> None:
+        self.is_use = is_use
+        self.uses: List[Optional[cst.BinaryOperation]] = []
+        self.operands: set = set()
+        self.workers: set = set()  # the values of `num_workers=`/`workers=` arguments
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None and node.keyword.value in _HARMLESS_FACTOR:
+            self.workers.add(node.value)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, _ARITHMETIC):
+            for side in (node.left, node.right):
+                if self.is_use(side):
+                    self.uses.append(node)
+                    self.operands.add(side)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:  # `x.n_gpu` is not the name
+        walk(node.value, self)
+        return False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node not in self.operands and self.is_use(node):
+            self.uses.append(None)
+        return super().on_visit(node)
+
+    def factor(self) -> Optional[cst.BinaryOperation]:
+        """The first use, when every use is a factor and none a workers count."""
+        if self.uses and all(u is not None and u not in self.workers for u in self.uses):
+            return self.uses[0]
+        return None
 
 
 def _pinned(a, site: CallSite) -> Union[cst.BaseExpression, cst.Arg, None]:

@@ -318,7 +318,8 @@ class CudaOnlyCall(Rule):
         # a GPU count as a factor: inline, or through a name all of whose uses are factors
         Example("import torch\ndef loader(ds, args):\n"
                 "    return torch.utils.data.DataLoader(ds, batch_size=args.batch_size * torch.cuda.device_count())\n",
-                "import torch\ndef loader(ds, args):\n    return torch.utils.data.DataLoader(ds, batch_size=args.batch_size "
+                "import torch\ndef loader(ds, args):\n"
+                "    return torch.utils.data.DataLoader(ds, batch_size=args.batch_size "
                 "* (torch.cuda.device_count() or 1))\n"),
         Example("import torch\ndef schedule(n, bs):\n    ngpu = torch.cuda.device_count()\n"
                 "    return n // (bs * ngpu), 0.1 * ngpu\n",

@@ -48,7 +48,7 @@ CUDA_ONLY = frozenset(
         "synchronize", "current_device", "get_device_name", "get_device_properties",
         "get_device_capability", "current_stream", "default_stream", "Stream", "Event", "CUDAGraph",
         "reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
-        "ipc_collect", "get_rng_state", "mem_get_info", "memory_summary", "init",
+        "ipc_collect", "get_rng_state", "initial_seed", "mem_get_info", "memory_summary", "init",
         "set_per_process_memory_fraction", "nvtx.range_push", "nvtx.range_pop", "nvtx.mark", "nvtx.range")}
 )
 INIT_PROCESS_GROUP = frozenset(

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable, List, Optional, Union
+from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -59,7 +59,7 @@ class CudaOnlyCall(Rule):
         `get_device_name()`, `get_device_properties()`, `get_device_capability()`,
         `current_stream()`, `default_stream()`, `Stream()`, `Event()`, `CUDAGraph()`,
         `reset_peak_memory_stats()` (and the older `reset_max_memory_*`), `ipc_collect()`,
-        `get_rng_state()`, `mem_get_info()`, `memory_summary()`, `init()`,
+        `get_rng_state()`, `initial_seed()`, `mem_get_info()`, `memory_summary()`, `init()`,
         `set_per_process_memory_fraction()`, the `torch.cuda.nvtx` markers. Only where it
         runs unconditionally (not under an `if`, not one side of `a if c else b` or of
         `a or b`), in code that does not stop without CUDA (no `assert
@@ -85,6 +85,12 @@ class CudaOnlyCall(Rule):
         process per GPU, `mp.spawn(worker, nprocs=torch.cuda.device_count())` (or a name
         bound to that count): without CUDA it starts none and returns, the program does
         nothing (not where the count is asserted: `assert world_size >= 2`).
+
+        A test that calls one of them whenever it is evaluated (`if
+        torch.cuda.get_device_capability()[0] >= 8:` to turn TF32 on, `dtype =
+        torch.bfloat16 if torch.cuda.get_device_capability()[0] >= 8 else torch.float16`
+        as VGGT's demo writes), where the test itself runs unconditionally; not behind
+        another test (`torch.cuda.is_available() and ...`), nor an `elif`'s.
 
         The GPU count as a factor or a divisor, `batch_size=args.batch_size *
         torch.cuda.device_count()`, `lr = 0.1 * torch.cuda.device_count()`, `steps //
@@ -156,7 +162,9 @@ class CudaOnlyCall(Rule):
         on CPU tensors), and SyncBatchNorm's conversion `... if torch.cuda.is_available()
         else model` (plain batch norms on the CPU), and the process count
         `torch.cuda.device_count() or 1` (one process on the CPU; the same count with
-        GPUs), and so a count that is a factor (`args.batch_size *
+        GPUs), a test that calls CUDA `torch.cuda.is_available() and <test>` (false
+        without CUDA: the code's other branch, as on a GPU that fails the test), and a
+        count that is a factor (`args.batch_size *
         (torch.cuda.device_count() or 1)`), pinning `x.pin_memory() if torch.cuda.is_available() else x` and
         `pin_memory=torch.cuda.is_available()`, all unsafe; with TDL007's fallbacks of
         the rank's placements, a DDP program then runs on the CPU too. An assertion that
@@ -197,6 +205,11 @@ class CudaOnlyCall(Rule):
         "    n = torch.cuda.device_count()\n    assert n >= 2, 'needs 2 GPUs'\n    mp.spawn(w, nprocs=n)\n",
         "import torch\nimport torch.multiprocessing as mp\ndef w(r):\n    pass\nif __name__ == '__main__':\n"
         "    mp.spawn(w, nprocs=max(torch.cuda.device_count(), 1))\n",
+        # a test that asks first, or an `elif`'s (run only when the `if` fails)
+        "import torch\ndef setup():\n    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8:\n"
+        "        torch.backends.cuda.matmul.allow_tf32 = True\n",
+        "import torch\ndef setup(cpu):\n    if cpu:\n        return 'cpu'\n"
+        "    elif torch.cuda.get_device_capability()[0] >= 8:\n        return 'ampere'\n",
         # a GPU count that is tested, kept from zero, or counts workers
         "import torch\ndef loader(ds, bs):\n    n = torch.cuda.device_count()\n    if n > 1:\n        bs = bs * n\n"
         "    return torch.utils.data.DataLoader(ds, batch_size=bs * max(1, torch.cuda.device_count()),\n"
@@ -315,6 +328,16 @@ class CudaOnlyCall(Rule):
                 "if __name__ == '__main__':\n    world = torch.cuda.device_count() or 1\n"
                 "    mp.spawn(worker, args=(world,), nprocs=world, join=True)\n"),
         # a backend a name holds: where it is bound, once for every use
+        # a test that calls CUDA: asked first (an `if`'s, a conditional expression's)
+        Example("import torch\ndef setup():\n    if torch.cuda.get_device_capability()[0] >= 8:\n"
+                "        torch.backends.cuda.matmul.allow_tf32 = True\n",
+                "import torch\ndef setup():\n"
+                "    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8:\n"
+                "        torch.backends.cuda.matmul.allow_tf32 = True\n"),
+        Example("import torch\ndef dtype():\n"
+                "    return torch.bfloat16 if torch.cuda.get_device_capability()[0] >= 8 else torch.float16\n",
+                "import torch\ndef dtype():\n    return torch.bfloat16 if torch.cuda.is_available() "
+                "and torch.cuda.get_device_capability()[0] >= 8 else torch.float16\n"),
         # a GPU count as a factor: inline, or through a name all of whose uses are factors
         Example("import torch\ndef loader(ds, args):\n"
                 "    return torch.utils.data.DataLoader(ds, batch_size=args.batch_size * torch.cuda.device_count())\n",
@@ -388,6 +411,14 @@ class CudaOnlyCall(Rule):
             named = _nccl_backend(a, site)
             backend = named[1] if named is not None else None
             sync_bn = _sync_batchnorm_module(site)
+            tested = _tested(a, site) if site.qualname in N.CUDA_ONLY else None
+            if tested is not None:  # if torch.cuda.get_device_capability()[0] >= 8: -> if ... and ...
+                test, anchor = tested
+                if unconditional(ctx, site, anchor if anchor is not None else site.node, stops_only=True,
+                                 header=anchor is None):
+                    yield ctx.violation(site.node, f"`{a.code(site.node.func)}()` in a test {_NEEDS}",
+                                        self._and_available(ctx, site, test))
+                continue
             count = _gpu_count_processes(a, site)
             factor = _factor(a, site) if count is None else None
             pinned = _pinned(a, site)
@@ -486,6 +517,15 @@ class CudaOnlyCall(Rule):
             return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
         code = f"{ctx.analysis.code(site.node)} or 1"
         return Fix(Applicability.UNSAFE, message, (ctx.replace(site.node, f"({code})" if parens else code),))
+
+    def _and_available(self, ctx: Context, site: CallSite, test: cst.BaseExpression) -> Fix:
+        """A test that calls CUDA -> ``torch.cuda.is_available() and (test)``: false
+        without CUDA (the code's other branch), the same test with it."""
+        code = ctx.analysis.code(test)
+        if isinstance(test, (cst.BooleanOperation, cst.IfExp, cst.Lambda, cst.NamedExpr)) and not test.lpar:
+            code = f"({code})"
+        return self._when_available(ctx, site, test, lambda torch: f"{torch}.cuda.is_available() and {code}",
+                                    message="Ask for CUDA first: the test is false without it", new_query=False)
 
     def _or_else(self, ctx: Context, site: CallSite, node: cst.BaseExpression, otherwise: str, message: str,
                  new_query: bool, parens: bool = False) -> Fix:
@@ -659,6 +699,49 @@ def _gpu_count_processes(a, site: CallSite) -> Optional[cst.Call]:
     if isinstance(value, cst.Call) and not value.args and a.qualname(value.func, site.scope) == "torch.cuda.device_count":
         return value
     return None
+
+
+def _tested(a, site: CallSite) -> Optional[Tuple[cst.BaseExpression, Optional[cst.IfExp]]]:
+    """The test a CUDA-only call is evaluated in whenever the test is (``if
+    torch.cuda.get_device_capability()[0] >= 8:``; ``torch.bfloat16 if
+    torch.cuda.get_device_capability()[0] >= 8 else torch.float16``, VGGT's dtype), and
+    the conditional expression it tests (None for an ``if`` statement's, not an
+    ``elif``'s). Not behind another test (``is_available() and ...``: already asked)."""
+    if site.line is not None:
+        found: List[cst.IfExp] = []
+
+        class Tests(cst.CSTVisitor):
+            def visit_IfExp(self, node: cst.IfExp) -> None:
+                if _always_evaluated(node.test, site.node):
+                    found.append(node)
+
+        walk(site.line, Tests())
+        return (found[0].test, found[0]) if found else None
+    ifs: List[cst.If] = []
+
+    class Headers(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            ifs.append(node)
+
+    walk(site.scope.node, Headers())
+    elifs = {node.orelse for node in ifs if isinstance(node.orelse, cst.If)}
+    return next(((node.test, None) for node in ifs
+                 if node not in elifs and _always_evaluated(node.test, site.node)), None)
+
+
+def _always_evaluated(expr: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is evaluated whenever ``expr`` is: ``expr`` itself, in it but not
+    behind a test (the right of ``and``/``or``, a conditional expression's sides), a
+    lambda or a comprehension."""
+    if expr is node:
+        return True
+    if isinstance(expr, cst.BooleanOperation):
+        return _always_evaluated(expr.left, node)
+    if isinstance(expr, cst.IfExp):
+        return _always_evaluated(expr.test, node)
+    if isinstance(expr, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)):
+        return False
+    return any(_always_evaluated(child, node) for child in expr.children)
 
 
 def _factor(a, site: CallSite) -> Optional[cst.BinaryOperation]:

@@ -849,7 +849,9 @@ class DeviceFacts:
         """Every allocation or conversion by a legacy CUDA type (TDL005): (site, "call" for
         ``torch.cuda.FloatTensor(...)``, "type" for ``x.type(torch.cuda.FloatTensor)``, or
         "default" for ``torch.set_default_tensor_type(torch.cuda.FloatTensor)``, dtype); a
-        type may be named by its string (``"torch.cuda.FloatTensor"``) in the last two."""
+        type may be named by its string (``"torch.cuda.FloatTensor"``) in the last two, and
+        the default chosen on a flag between the CUDA type and its CPU twin
+        (``torch.cuda.FloatTensor if args.cuda else torch.FloatTensor``)."""
         found: List[Tuple[CallSite, str, str]] = []
         for site in self.a.calls:
             if site.qualname in N.LEGACY_CUDA_TYPES:
@@ -858,8 +860,14 @@ class DeviceFacts:
             only = site.node.args[0] if len(site.node.args) == 1 else None
             if only is None or only.keyword is not None or only.star:
                 continue
-            named = only.value.evaluated_value if isinstance(only.value, cst.SimpleString) else (
-                self.a.qualname(only.value, site.scope))
+            value = only.value
+            if isinstance(value, cst.IfExp) and site.qualname == "torch.set_default_tensor_type":
+                sides = {self.type_named(value.body, site), self.type_named(value.orelse, site)}
+                cuda = sides & set(N.LEGACY_CUDA_TYPES)
+                if len(cuda) == 1 and {n.replace("torch.cuda.", "torch.") for n in cuda} | cuda == sides:
+                    found.append((site, "default", N.LEGACY_CUDA_TYPES[cuda.pop()]))
+                continue
+            named = self.type_named(value, site)
             if named not in N.LEGACY_CUDA_TYPES:
                 continue
             if site.method == "type":
@@ -867,6 +875,11 @@ class DeviceFacts:
             elif site.qualname == "torch.set_default_tensor_type":
                 found.append((site, "default", N.LEGACY_CUDA_TYPES[named]))
         return found
+
+    def type_named(self, value: cst.BaseExpression, site: CallSite) -> Optional[str]:
+        """The tensor type ``value`` names: by its string or its qualified name."""
+        text = value.evaluated_value if isinstance(value, cst.SimpleString) else self.a.qualname(value, site.scope)
+        return text if isinstance(text, str) else None
 
     @cached_property
     def all_assured(self) -> bool:

@@ -31,7 +31,8 @@ class LegacyCudaTensorType(Rule):
         The pre-1.0 typed-tensor API used to allocate or convert: a call of
         `torch.cuda.FloatTensor(...)` (any of the ten types), `x.type(torch.cuda.FloatTensor)`,
         `torch.set_default_tensor_type(torch.cuda.FloatTensor)` (the type or its name, as
-        `.type("torch.cuda.FloatTensor")` too), and an alias such as `Tensor =
+        `.type("torch.cuda.FloatTensor")` too; or chosen on a flag against its CPU twin,
+        `torch.cuda.FloatTensor if args.cuda else torch.FloatTensor`), and an alias such as `Tensor =
         torch.cuda.FloatTensor if cuda else torch.FloatTensor` (at the top level of the
         module or of a function, or an attribute such as `self.Tensor`). Not `isinstance(x, torch.cuda.FloatTensor)` or type
         comparisons: those only test.
@@ -74,7 +75,7 @@ class LegacyCudaTensorType(Rule):
 
         A CUDA default tensor type becomes `torch.set_default_dtype(torch.float32)` and
         `torch.set_default_device(device)` (the device as above; a script's with the CPU
-        fallback): always **unsafe**, for `torch.Tensor(...)` followed the default type and
+        fallback; `device if args.cuda else "cpu"` for a type chosen on a flag): always **unsafe**, for `torch.Tensor(...)` followed the default type and
         does not follow a default device: this module's own become `torch.empty(size)` /
         `torch.tensor(data, dtype=...)`, which do (display-only where the argument may be
         either).
@@ -157,6 +158,14 @@ class LegacyCudaTensorType(Rule):
                 "    device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
                 "    torch.set_default_dtype(torch.float32)\n"
                 "    torch.set_default_device(device)\n    print(torch.zeros(2))\n"),
+        # ... chosen on a flag: the device chosen on it
+        Example("import torch\nif __name__ == '__main__':\n    cuda = not no_cuda\n"
+                "    torch.set_default_tensor_type(torch.cuda.FloatTensor if cuda else torch.FloatTensor)\n"
+                "    print(torch.zeros(2))\n",
+                "import torch\nif __name__ == '__main__':\n"
+                "    device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+                "    cuda = not no_cuda\n    torch.set_default_dtype(torch.float32)\n"
+                "    torch.set_default_device(device if cuda else \"cpu\")\n    print(torch.zeros(2))\n"),
         # ... and `torch.Tensor(...)`, which followed the type and not a device, a factory
         Example("import torch\ndef setup():\n    torch.set_default_tensor_type(torch.cuda.DoubleTensor)\n"
                 "    return torch.Tensor([0.1, 0.2]), torch.Tensor(3, 4)\n",
@@ -387,6 +396,11 @@ class LegacyCudaTensorType(Rule):
             followers.append(ctx.replace(follower.node, f"{name}.empty({lead})" if factory == "empty"
                                          else f"{name}.tensor({lead}, dtype={name}.{dtype})"))
         device, edits, _, why = self._device(ctx, site, anchor)
+        chosen = site.node.args[0].value
+        if isinstance(chosen, cst.IfExp):  # the type chosen on a flag: the device chosen on it
+            test = a.code(chosen.test)
+            device = (f'{device} if {test} else "cpu"' if a.devices.type_named(chosen.body, site) in LEGACY
+                      else f'"cpu" if {test} else {device}')
         row, col = ctx.start(line)
         indent = a.lines[row - 1][:col]
         text = (f"{torch}.set_default_dtype({torch}.{dtype}){a.module.default_newline}"

@@ -54,8 +54,9 @@ class LoadWithoutMapLocation(Rule):
         Always **unsafe**: where the tensors land changes on purpose. With a device bound
         in scope (the names TDL004 recognises), `map_location=<that device>`. Without
         one, `map_location="cpu"` where the result only feeds `load_state_dict`
-        (directly, or through a name used only there, but for its metadata: a membership
-        test `'version' in ckpt`, an entry read by its key for a message,
+        (directly, an entry of it, `torch.load(p)["state_dict"]`, or through a name used
+        only there, but for its metadata: a membership test `'version' in ckpt`, an
+        entry read by its key for a message,
         `print(ckpt['version'])`, `f"{ckpt['epoch']}"`, or into a name that only
         messages use, `saved_version = ckpt['version']`): `load_state_dict` copies into
         the model's own tensors wherever they live, so the CPU detour changes nothing
@@ -81,6 +82,11 @@ class LoadWithoutMapLocation(Rule):
         Example(
             "import torch\nmodel.load_state_dict(torch.load('weights.pt'))\n",
             "import torch\nmodel.load_state_dict(torch.load('weights.pt', map_location=\"cpu\"))\n",
+        ),
+        Example(
+            "import torch\ndef load(model, path):\n    model.load_state_dict(torch.load(path)['state_dict'])\n",
+            "import torch\ndef load(model, path):\n"
+            "    model.load_state_dict(torch.load(path, map_location=\"cpu\")['state_dict'])\n",
         ),
         Example(
             "import torch\ndevice = torch.device('cuda:1')\nckpt = torch.load('c.pt')\n",
@@ -177,10 +183,12 @@ def _has_map_location(call: cst.Call, position: int) -> bool:
 
 
 def _feeds_only_load_state_dict(a, site: CallSite) -> bool:
-    """``m.load_state_dict(torch.load(p))``, or ``sd = torch.load(p)`` where every later
-    use of ``sd`` in the scope is ``x.load_state_dict(sd)`` / ``x.load_state_dict(sd[k])``."""
+    """``m.load_state_dict(torch.load(p))`` (or an entry of it, ``torch.load(p)["model"]``),
+    or ``sd = torch.load(p)`` where every later use of ``sd`` in the scope is
+    ``x.load_state_dict(sd)`` / ``x.load_state_dict(sd[k])``."""
     parent = site.parent
-    if parent is not None and any(arg.value is site.node and arg.keyword is None for arg in parent.node.args):
+    if parent is not None and any(_entry_of(arg.value) is site.node and arg.keyword is None
+                                  for arg in parent.node.args):
         return _is_load_state_dict(parent.node)
     line = site.line
     if line is None or len(line.body) != 1 or not isinstance(line.body[0], cst.Assign):
@@ -194,6 +202,13 @@ def _feeds_only_load_state_dict(a, site: CallSite) -> bool:
     uses = _Uses(name, body)
     walk(body, uses)
     return uses.feeding > 0 and uses.other == 1  # the assignment's own target is the one other
+
+
+def _entry_of(value: cst.BaseExpression) -> cst.BaseExpression:
+    """What ``value`` reads entries of (``x`` of ``x["model"]["ema"]``), or ``value``."""
+    while isinstance(value, cst.Subscript):
+        value = value.value
+    return value
 
 
 def _is_load_state_dict(call: cst.Call) -> bool:
@@ -226,9 +241,7 @@ class _Uses(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> Optional[bool]:
         if _is_load_state_dict(node):
             for arg in node.args:
-                value = arg.value
-                while isinstance(value, cst.Subscript):
-                    value = value.value
+                value = _entry_of(arg.value)
                 if isinstance(value, cst.Name) and value.value == self.name and arg.keyword is None:
                     self.feeding += 1
                     self._ok.add(id(value))

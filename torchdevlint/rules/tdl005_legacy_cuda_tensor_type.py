@@ -75,8 +75,9 @@ class LegacyCudaTensorType(Rule):
 
         A CUDA default tensor type becomes `torch.set_default_dtype(torch.float32)` and
         `torch.set_default_device(device)` (the device as above; a script's with the CPU
-        fallback; `device if args.cuda else "cpu"` for a type chosen on a flag): always **unsafe**, for `torch.Tensor(...)` followed the default type and
-        does not follow a default device: this module's own become `torch.empty(size)` /
+        fallback; `device if args.cuda else "cpu"` for a type chosen on a flag): always
+        **unsafe**, for `torch.Tensor(...)` followed the default type and does not follow
+        a default device: this module's own become `torch.empty(size)` /
         `torch.tensor(data, dtype=...)`, which do (display-only where the argument may be
         either).
 

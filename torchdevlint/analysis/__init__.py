@@ -30,6 +30,7 @@ from .facts import (  # noqa: F401
     ImplicitUse,
     Scope,
     Target,
+    compared,
     is_bare_cuda,
     names_in,
 )

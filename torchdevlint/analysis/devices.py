@@ -27,7 +27,8 @@ from .. import names as N
 from .core import Analysis
 from ..source import Outline
 from .treewalk import walk
-from .facts import CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, definitely_bound, is_bare_cuda
+from .facts import (CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, compared, definitely_bound,
+                    is_bare_cuda)
 from .process import _called_name as _last_name
 from .process import _is_main_guard
 
@@ -804,7 +805,7 @@ class DeviceFacts:
                 first = site.positional(0)
                 second = site.positional(1) or site.keyword("index")
                 if first is not None and _fixed_cuda(first.value) and (
-                        second is None or isinstance(second.value, cst.Integer)):
+                        second is None or isinstance(second.value, cst.Integer)) and not compared(site):
                     found.append(site.node)
                 elif first is not None and second is None and isinstance(first.value, cst.IfExp):
                     found += _fixed_cuda_strings(first.value)

@@ -213,6 +213,24 @@ def _kw_value(site: CallSite, name: str) -> Optional[cst.BaseExpression]:
     return _arg_value(site.keyword(name))
 
 
+def compared(site: CallSite) -> bool:
+    """Whether the call (``torch.device("cuda")``) is an operand of a comparison, itself or
+    its ``.type`` (``self.device.type == th.device("cuda").type``, Stable-Baselines3's
+    seeding; ``if device == torch.device("cuda"):``): a test of another device, no placement."""
+    found = []
+
+    class Operands(cst.CSTVisitor):
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            for operand in [node.left] + [c.comparator for c in node.comparisons]:
+                if isinstance(operand, cst.Attribute) and operand.attr.value == "type":
+                    operand = operand.value
+                if operand is site.node:
+                    found.append(node)
+
+    walk(site.line if site.line is not None else site.scope.node, Operands())
+    return bool(found)
+
+
 def names_in(expr: cst.CSTNode) -> List[str]:
     """The names ``expr`` reads (``x`` of ``x.y``, not ``y``), in order, repeated."""
     found: List[str] = []

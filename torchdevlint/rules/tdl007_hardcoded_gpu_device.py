@@ -10,7 +10,7 @@ from typing import Iterable, List, Optional, Tuple
 import libcst as cst
 
 from .. import names as N
-from ..analysis import CallSite
+from ..analysis import CallSite, compared
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import (Held, guard_statement, held_device, meant_for_gpus, stands_alone, torch_for_test,
@@ -192,6 +192,9 @@ class HardcodedGpuDevice(Rule):
         "import torch\nclass T:\n    def __init__(self):\n        self.device = 'cuda'\n    def cpu(self):\n"
         "        self.device = 'cpu'\n    def f(self, x):\n        return x.to(self.device)\n",
         "import torch\nfrom config import cfg\ncfg.device = 'cuda'\nprint(torch.zeros(1).to(cfg.device))\n",
+        # a device compared, itself or its type: a test, no placement
+        "import torch\ndef seed(self, s):\n    return set_seed(s, using_cuda=self.device.type == torch.device('cuda').type)\n",
+        "import torch\ndef f(device):\n    if device == torch.device('cuda'):\n        return 1\n",
         # a branch that binds the CPU: the code's own CPU path (`--cpu`)
         "import torch\ndevice = 'cuda'\nif args.cpu:\n    device = 'cpu'\nprint(torch.zeros(1).to(device))\n",
         # a test of the name with more to it than its own device: the code decides for itself
@@ -531,7 +534,7 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
     held: set = set()
     for site in a.calls:
         if site.qualname == "torch.device":
-            if site.node in placed:
+            if site.node in placed or compared(site):  # `device.type == torch.device("cuda").type`: a test
                 continue
             if site.node in group_devices:  # device_id=torch.device("cuda", local_rank): None on the CPU
                 found.append((site, site.node, _Rewrite("ids", "device_id")))

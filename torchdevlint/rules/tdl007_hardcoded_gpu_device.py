@@ -193,7 +193,8 @@ class HardcodedGpuDevice(Rule):
         "        self.device = 'cpu'\n    def f(self, x):\n        return x.to(self.device)\n",
         "import torch\nfrom config import cfg\ncfg.device = 'cuda'\nprint(torch.zeros(1).to(cfg.device))\n",
         # a device compared, itself or its type: a test, no placement
-        "import torch\ndef seed(self, s):\n    return set_seed(s, using_cuda=self.device.type == torch.device('cuda').type)\n",
+        "import torch\ndef seed(self, s):\n"
+        "    return set_seed(s, using_cuda=self.device.type == torch.device('cuda').type)\n",
         "import torch\ndef f(device):\n    if device == torch.device('cuda'):\n        return 1\n",
         # a branch that binds the CPU: the code's own CPU path (`--cpu`)
         "import torch\ndevice = 'cuda'\nif args.cpu:\n    device = 'cpu'\nprint(torch.zeros(1).to(device))\n",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -941,40 +941,30 @@ def _param_default(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
 
 
 def _has_module_loop(body) -> bool:
-    """Whether a ``for`` or ``while`` loop runs at import: among ``body``'s statements or in
-    their ``if``/``try``/``with`` blocks (not in defs or classes)."""
-    for stmt in body:
-        if isinstance(stmt, (cst.For, cst.While)):
-            return True
-        if isinstance(stmt, (cst.SimpleStatementLine, cst.FunctionDef, cst.ClassDef)):
-            continue
-        if isinstance(stmt, cst.BaseCompoundStatement) and any(
-                _has_module_loop(getattr(child, "body", ())) if isinstance(child, cst.BaseSuite)
-                else _has_module_loop([child]) if isinstance(child, cst.If)
-                else isinstance(child, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally))
-                and _has_module_loop(getattr(child.body, "body", ()))
-                for child in stmt.children):
-            return True
-    return False
+    """Whether a ``for`` or ``while`` loop runs at import (``_module_level``)."""
+    return any(isinstance(stmt, (cst.For, cst.While)) for stmt in _module_level(body))
 
 
 def _module_level_statements(body) -> List[cst.SimpleStatementLine]:
-    """The simple statement lines that run at import: the module's own, and those in its
+    """The simple statement lines that run at import (``_module_level``)."""
+    return [stmt for stmt in _module_level(body) if isinstance(stmt, cst.SimpleStatementLine)]
+
+
+def _module_level(body) -> Iterator[cst.CSTNode]:
+    """The statements that run at import, in order: the module's own, and those in its
     top-level ``if``/``try``/``with``/``for``/``while`` blocks (not in defs or classes)."""
-    found: List[cst.SimpleStatementLine] = []
     for stmt in body:
-        if isinstance(stmt, cst.SimpleStatementLine):
-            found.append(stmt)
-        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             continue
-        elif isinstance(stmt, cst.BaseCompoundStatement):
+        yield stmt
+        if isinstance(stmt, cst.BaseCompoundStatement):
             for child in stmt.children:
                 if isinstance(child, cst.BaseSuite):
-                    found.extend(_module_level_statements(getattr(child, "body", ())))
-                elif isinstance(child, (cst.If, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)):
-                    found.extend(_module_level_statements([child]) if isinstance(child, cst.If)
-                                 else _module_level_statements(getattr(child.body, "body", ())))
-    return found
+                    yield from _module_level(getattr(child, "body", ()))
+                elif isinstance(child, cst.If):
+                    yield from _module_level([child])
+                elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)):
+                    yield from _module_level(getattr(child.body, "body", ()))
 
 
 def _contains(a: Analysis, top: cst.CSTNode, node: object) -> bool:

@@ -162,11 +162,12 @@ class CudaOnlyCall(Rule):
         on CPU tensors), and SyncBatchNorm's conversion `... if torch.cuda.is_available()
         else model` (plain batch norms on the CPU), and the process count
         `torch.cuda.device_count() or 1` (one process on the CPU; the same count with
-        GPUs), a test that calls CUDA `torch.cuda.is_available() and <test>` (false
-        without CUDA: the code's other branch, as on a GPU that fails the test), and a
-        count that is a factor (`args.batch_size *
-        (torch.cuda.device_count() or 1)`), pinning `x.pin_memory() if torch.cuda.is_available() else x` and
-        `pin_memory=torch.cuda.is_available()`, all unsafe; with TDL007's fallbacks of
+        GPUs), and so a count that is a factor (`args.batch_size *
+        (torch.cuda.device_count() or 1)`), a test that calls CUDA
+        `torch.cuda.is_available() and <test>` (false without CUDA: the code's other
+        branch, as on a GPU that fails the test), pinning `x.pin_memory() if
+        torch.cuda.is_available() else x` and `pin_memory=torch.cuda.is_available()`, all
+        unsafe; with TDL007's fallbacks of
         the rank's placements, a DDP program then runs on the CPU too. An assertion that
         CUDA is available, or a script's stop without it, is removed (`pass` where it is
         its block's only statement; unsafe: without CUDA the program goes on, on the

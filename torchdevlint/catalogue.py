@@ -63,10 +63,9 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                 'device_count'),
                (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | {"torch.cuda.device", "torch.cuda.set_device",
                                                                  N.CONVERT_SYNC_BATCHNORM, "torch.multiprocessing.spawn",
-                                                                 "torch.multiprocessing.start_processes",
-                                                                 "torch.cuda.device_count"}
+                                                                 "torch.multiprocessing.start_processes"}
                                                    | N.INIT_PROCESS_GROUP_TORCH))
-                + ("call:pin_memory", "name:pin_memory", "stmt:torch.cuda.is_available"),)),
+                + ("call:pin_memory", "name:pin_memory", "stmt:torch.cuda.is_available", "factor:count"),)),
     'TDL101': ('global-set-device',
                ('set_device',),
                (),

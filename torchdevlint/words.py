@@ -40,6 +40,9 @@ one of its tokens). A token is one of:
 - ``bare:NAME``: a call of a method NAME with no device: no positional argument (or
   ``None``), no ``device=`` but ``None``, no ``*args``/``**kwargs`` (``x.cuda()``,
   ``x.cuda(non_blocking=True)``; not ``x.cuda(0)``), as ``facts.is_bare_cuda`` reads it;
+- ``factor:count``: a GPU count multiplied or divided by (``*``, ``/``, ``//``): a call
+  of a function named ``device_count`` as an operand, or a name so bound (``n =
+  ...device_count()``) used as one;
 - ``stmt:DOTTED``: a call that is a statement of its own (or an assertion's whole
   test, or what an ``if not`` tests) and whose function may resolve to DOTTED (as
   ``qual:`` resolves);
@@ -68,6 +71,7 @@ _LONGEST = 200
 # (a literal first: the search jumps from one "load" to the next; the word start is checked by hand)
 _LOAD = {str: re.compile(r"load(?:_state_dict_from_url)?\b"), bytes: re.compile(rb"load(?:_state_dict_from_url)?\b")}
 _WORD = re.compile(r"\w")
+_FACTOR_OPS = (ast.Mult, ast.Div, ast.FloorDiv)
 _IMPORT_LIST = {str: re.compile(r"[\w\s,()\\]*"), bytes: re.compile(rb"[\w\s,()\\\x80-\xff]*")}
 _COMMENT = {str: re.compile(r"#[^\n]*"), bytes: re.compile(rb"#[^\n]*")}
 _RANK = {str: RANK_MARKERS, bytes: re.compile(RANK_MARKERS.pattern.encode())}
@@ -241,7 +245,7 @@ TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _
 class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
-    __slots__ = ("called", "names", "strings", "bare", "placed", "ranked", "cpu_help", "_imports", "_ids",
+    __slots__ = ("called", "names", "strings", "bare", "placed", "ranked", "cpu_help", "factor", "_imports", "_ids",
                  "_attributes", "_quals", "_text", "_statements", "_unmapped", "_call_quals", "_tree", "_thread_cuda")
 
     def __init__(self, tree: ast.AST, text: Optional[str] = None):
@@ -257,6 +261,8 @@ class CodeWords:
         placed = False  # a GPU placement with literals (``place:cuda``)
         ranked = False  # a rank's index as a device (``place:rank``)
         cpu_help = False  # a `help=` string that names the CPU (``help~cpu``)
+        factors: Set[str] = set()  # names multiplied or divided by; "()" for a count call so used
+        counts: Set[str] = {"()"}  # names bound to a count call (``factor:count``)
         for node in ast.walk(tree):  # the one walk: qualified names are resolved from what it keeps
             kind = type(node)
             if kind is ast.Name:
@@ -282,6 +288,18 @@ class CodeWords:
                     bare.add(last)
                 if not any(k.arg == "map_location" for k in keywords):
                     unmapped.append((func, len(args)))
+            elif kind is ast.BinOp:
+                if type(node.op) in _FACTOR_OPS:  # type: ignore[attr-defined]
+                    for side in (node.left, node.right):  # type: ignore[attr-defined]
+                        if type(side) is ast.Name:
+                            factors.add(side.id)
+                        elif type(side) is ast.Call and _last(side.func) == "device_count":
+                            factors.add("()")
+            elif kind is ast.Assign:
+                targets, value = node.targets, node.value  # type: ignore[attr-defined]
+                if len(targets) == 1 and type(targets[0]) is ast.Name and type(value) is ast.Call \
+                        and _last(value.func) == "device_count":
+                    counts.add(targets[0].id)
             elif kind is ast.Expr or kind is ast.Assert:
                 value = node.value if kind is ast.Expr else node.test  # type: ignore[attr-defined]
                 if type(value) is ast.Call:
@@ -316,6 +334,7 @@ class CodeWords:
         self.placed = placed
         self.ranked = ranked
         self.cpu_help = cpu_help
+        self.factor = bool(factors & counts)
         self._imports, self._ids, self._attributes = imports, ids, attributes
         self._statements, self._unmapped = statements, unmapped
         self._quals: Optional[FrozenSet[str]] = None
@@ -350,6 +369,8 @@ class CodeWords:
             return self.ranked
         if token == "help~cpu":
             return self.cpu_help
+        if token == "factor:count":
+            return self.factor
         if token == "thread:cuda":
             if self._thread_cuda is None:
                 self._thread_cuda = _thread_uses_cuda(self._tree) if self._tree is not None else True

@@ -46,8 +46,8 @@ class CudaOnlyCall(Rule):
                      "convert_sync_batchnorm", "spawn", "start_processes", "pin_memory", "is_available",
                      "device_count")
     # the gate on the code (`with torch.cuda.device(k):` is a call of it too)
-    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO | {_COUNT}))
-             + ("call:pin_memory", "name:pin_memory", "stmt:torch.cuda.is_available"),)
+    needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO))
+             + ("call:pin_memory", "name:pin_memory", "stmt:torch.cuda.is_available", "factor:count"),)
     fixable = "sometimes"
     fix_summary = ("the statement under `if torch.cuda.is_available():` (unsafe) when it is an expression "
                    "statement, a device block's index `k if torch.cuda.is_available() else -1` (a no-op), the "

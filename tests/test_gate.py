@@ -125,6 +125,18 @@ def test_the_placement_token_is_what_the_analysis_calls_a_placement_on_a_gpu(cod
 
 
 @pytest.mark.parametrize("code, found", [
+    ("bs = args.batch_size * torch.cuda.device_count()", True),
+    ("steps = n // (bs * torch.cuda.device_count())", True),
+    ("ngpu = torch.cuda.device_count()\nlr = 0.1 * ngpu", True),
+    ("ngpu = torch.cuda.device_count()\nif ngpu > 1:\n    pass", False),
+    ("ids = range(torch.cuda.device_count())\nr = rank % torch.cuda.device_count()", False),
+    ("n = 4\nbs = 2 * n", False),
+])
+def test_the_factor_token_wants_a_gpu_count_multiplied_or_divided_by(code, found):
+    assert CodeWords(ast.parse("import torch\n" + code + "\n")).has("factor:count") is found
+
+
+@pytest.mark.parametrize("code, found", [
     ("def work(x):\n    return x.cuda()\nthreading.Thread(target=work).start()", True),
     ("def work(x):\n    return x.to(dev)\npool.submit(partial(work, 1))", True),
     ("class L(threading.Thread):\n    def run(self):\n        self.t = torch.zeros(1, device='cuda')", True),

@@ -21,7 +21,7 @@ from typing import Callable, List, Optional, Tuple
 
 import libcst as cst
 
-from ..analysis import CallSite, Scope, names_in, walk
+from ..analysis import CallSite, Scope, names_in
 from ..model import Edit
 from .base import _LIBRARY, Context, Uninsertable
 
@@ -199,39 +199,35 @@ def stands_alone(site: CallSite) -> bool:
 
 def chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> bool:
     """Under an ``if``/``elif``/``else`` or a ``match`` case (``if backend == "nccl": d =
-    torch.device("cuda")``), or one side of a conditional expression or of ``and``/``or``
-    (``current() or torch.device("cuda")``, ``.to("cuda" if gpu else "cpu")``): the author
-    decided when it applies. A script's main guard is where it starts, not a condition."""
+    torch.device("cuda")``), or behind a test in its statement: one side of a conditional
+    expression or the right of ``and``/``or`` (``current() or torch.device("cuda")``,
+    ``.to("cuda" if gpu else "cpu")``; not their test): the author decided when it
+    applies. A script's main guard is where it starts, not a condition."""
     guard = id(ctx.analysis.devices.main_guard)
     if any(part in ("body", "orelse", "case") and (key, part) != (guard, "body") for key, part in site.cond):
         return True
-    found = []
-
-    class Choices(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.depth = 0
-
-        def visit_IfExp(self, n: cst.IfExp) -> None:
-            self.depth += 1
-
-        def leave_IfExp(self, n: cst.IfExp) -> None:
-            self.depth -= 1
-
-        def visit_BooleanOperation(self, n: cst.BooleanOperation) -> None:
-            self.depth += 1
-
-        def leave_BooleanOperation(self, n: cst.BooleanOperation) -> None:
-            self.depth -= 1
-
-        def on_visit(self, n: cst.CSTNode) -> bool:  # the call, a string, a rank's index (`device_id`)
-            if n is node:
-                found.append(self.depth > 0)
-            return super().on_visit(n)
-
     if site.line is None:  # a `with` item: the call is the whole item, in no expression
         return False
-    walk(site.line, Choices())
-    return bool(found and found[0])
+    return evaluated(site.line, node) is False
+
+
+def evaluated(code: cst.CSTNode, node: cst.CSTNode) -> Optional[bool]:
+    """Whether ``node`` is evaluated whenever ``code`` is: ``code`` itself, or in it but
+    not behind a test (False behind one: the right of ``and``/``or``, a conditional
+    expression's sides); None when ``node`` is not in ``code``."""
+    if code is node:
+        return True
+    if isinstance(code, cst.BooleanOperation):
+        first, behind = code.left, (code.right,)
+    elif isinstance(code, cst.IfExp):
+        first, behind = code.test, (code.body, code.orelse)
+    else:
+        return next((found for found in (evaluated(child, node) for child in code.children) if found is not None),
+                    None)
+    found = evaluated(first, node)
+    if found is not None:
+        return found
+    return False if any(evaluated(side, node) is not None for side in behind) else None
 
 
 def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:

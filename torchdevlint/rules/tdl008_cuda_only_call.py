@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable, List, Optional, Tuple, Union
+from typing import Callable, Iterable, List, Optional, Union
 
 import libcst as cst
 
@@ -12,7 +12,7 @@ from .. import names as N
 from ..analysis import CallSite, walk
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import (chosen_conditionally, guard_statement, held_value, meant_for_gpus, stands_alone,
+from .portability import (chosen_conditionally, evaluated, guard_statement, held_value, meant_for_gpus, stands_alone,
                           torch_for_test, unconditional)
 
 
@@ -412,11 +412,9 @@ class CudaOnlyCall(Rule):
             named = _nccl_backend(a, site)
             backend = named[1] if named is not None else None
             sync_bn = _sync_batchnorm_module(site)
-            tested = _tested(a, site) if site.qualname in N.CUDA_ONLY else None
-            if tested is not None:  # if torch.cuda.get_device_capability()[0] >= 8: -> if ... and ...
-                test, anchor = tested
-                if unconditional(ctx, site, anchor if anchor is not None else site.node, stops_only=True,
-                                 header=anchor is None):
+            test = _tested(a, site) if site.qualname in N.CUDA_ONLY else None
+            if test is not None:  # if torch.cuda.get_device_capability()[0] >= 8: -> if ... and ...
+                if unconditional(ctx, site, site.node, stops_only=True, header=site.line is None):
                     yield ctx.violation(site.node, f"`{a.code(site.node.func)}()` in a test {_NEEDS}",
                                         self._and_available(ctx, site, test))
                 continue
@@ -702,22 +700,22 @@ def _gpu_count_processes(a, site: CallSite) -> Optional[cst.Call]:
     return None
 
 
-def _tested(a, site: CallSite) -> Optional[Tuple[cst.BaseExpression, Optional[cst.IfExp]]]:
-    """The test a CUDA-only call is evaluated in whenever the test is (``if
-    torch.cuda.get_device_capability()[0] >= 8:``; ``torch.bfloat16 if
-    torch.cuda.get_device_capability()[0] >= 8 else torch.float16``, VGGT's dtype), and
-    the conditional expression it tests (None for an ``if`` statement's, not an
-    ``elif``'s). Not behind another test (``is_available() and ...``: already asked)."""
+def _tested(a, site: CallSite) -> Optional[cst.BaseExpression]:
+    """The test a CUDA-only call is evaluated in whenever the test is: an ``if``
+    statement's (``if torch.cuda.get_device_capability()[0] >= 8:``),
+    or a conditional expression's in its statement (``torch.bfloat16 if
+    torch.cuda.get_device_capability()[0] >= 8 else torch.float16``, VGGT's dtype). Not
+    behind another test (``torch.cuda.is_available() and ...``: already asked)."""
     if site.line is not None:
         found: List[cst.IfExp] = []
 
         class Tests(cst.CSTVisitor):
             def visit_IfExp(self, node: cst.IfExp) -> None:
-                if _always_evaluated(node.test, site.node):
+                if evaluated(node.test, site.node):
                     found.append(node)
 
         walk(site.line, Tests())
-        return (found[0].test, found[0]) if found else None
+        return found[0].test if found else None
     ifs: List[cst.If] = []
 
     class Headers(cst.CSTVisitor):
@@ -725,24 +723,7 @@ def _tested(a, site: CallSite) -> Optional[Tuple[cst.BaseExpression, Optional[cs
             ifs.append(node)
 
     walk(site.scope.node, Headers())
-    elifs = {node.orelse for node in ifs if isinstance(node.orelse, cst.If)}
-    return next(((node.test, None) for node in ifs
-                 if node not in elifs and _always_evaluated(node.test, site.node)), None)
-
-
-def _always_evaluated(expr: cst.CSTNode, node: cst.CSTNode) -> bool:
-    """Whether ``node`` is evaluated whenever ``expr`` is: ``expr`` itself, in it but not
-    behind a test (the right of ``and``/``or``, a conditional expression's sides), a
-    lambda or a comprehension."""
-    if expr is node:
-        return True
-    if isinstance(expr, cst.BooleanOperation):
-        return _always_evaluated(expr.left, node)
-    if isinstance(expr, cst.IfExp):
-        return _always_evaluated(expr.test, node)
-    if isinstance(expr, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)):
-        return False
-    return any(_always_evaluated(child, node) for child in expr.children)
+    return next((node.test for node in ifs if evaluated(node.test, site.node)), None)
 
 
 def _factor(a, site: CallSite) -> Optional[cst.BinaryOperation]:

@@ -37,6 +37,10 @@ _CHOICE = re.compile(r"(?:\bif\b[^\n:]*?\.is_available\(\)[^\n:]*?"
 _ENUMERATION = re.compile(r"\brange\([ \t]*[\w.]*\.device_count\(\)[ \t]*\)"
                           # ... or a factor (`batch_size * torch.cuda.device_count()`, `(... or 1)`)
                           r"|[*/][ \t]*\(?[ \t]*[\w.]*\.device_count\(\)|[\w.]*\.device_count\(\)[ \t]*[*/]")
+# a GPU count kept under a name (`n_gpu = torch.cuda.device_count()`), and what a test of
+# that name asks about several GPUs, not about CUDA (`if n_gpu > 1:` around DataParallel)
+_KEPT_COUNT = re.compile(r"^[ \t]*([\w.]+)[ \t]*=[ \t]*[\w.]*\.device_count\(\)[ \t]*$", re.MULTILINE)
+_SEVERAL = r"[ \t]*(?:>[ \t]*1|>=[ \t]*2)(?![\w.])"
 # a question whose answer stops the code without CUDA: `assert torch.cuda.is_available()`,
 # `if not torch.cuda.is_available(): sys.exit(...)`, `if not enabled or not
 # torch.cuda.is_available(): return`, `if torch.cuda.device_count() == 0:`
@@ -301,8 +305,20 @@ def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool, held: 
         tells = any(not held or not own.match(text, m.start()) for m in _DEVICE_TEST.finditer(text))
         memo[key] = bool(_STOP.search(text) or tells) or (
             not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)) + len(
-                _CHOICE.findall(text)) + len(_ENUMERATION.findall(text)))
+                _CHOICE.findall(text)) + len(_ENUMERATION.findall(text)) + _several_gpus(text))
     return memo[key]
+
+
+def _several_gpus(text: str) -> int:
+    """How many GPU counts ``text`` keeps under a name that it tests only for more than one
+    GPU (``n_gpu = torch.cuda.device_count()`` ... ``if n_gpu > 1:``): no question of CUDA."""
+    found = 0
+    for m in _KEPT_COUNT.finditer(text):
+        name = re.escape(m.group(1))
+        uses = [u for u in re.finditer(rf"(?<![\w.]){name}(?![\w])", text) if u.start() != m.start(1)]
+        if uses and all(re.match(_SEVERAL, text[u.end():]) for u in uses):
+            found += 1
+    return found
 
 
 def _code_only(text: str) -> str:

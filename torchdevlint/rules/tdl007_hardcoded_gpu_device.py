@@ -73,7 +73,8 @@ class HardcodedGpuDevice(Rule):
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
         in the module for module-level code, or in an `if` around it; a
         `range(torch.cuda.device_count())` that lists the GPUs for `DataParallel` asks
-        nothing, nor does a question that picks one value, `dtype = "bfloat16" if
+        nothing, nor does a count kept and tested only for several GPUs (`n_gpu =
+        torch.cuda.device_count()`, `if n_gpu > 1:`), nor a question that picks one value, `dtype = "bfloat16" if
         torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"`), and
         that does not tell the CPU from CUDA itself (`if device.type == "cpu":`; for a name
         or attribute that holds the GPU, a test of it alone, `if device == "cuda":`, or of
@@ -196,6 +197,9 @@ class HardcodedGpuDevice(Rule):
         "import torch\ndef seed(self, s):\n"
         "    return set_seed(s, using_cuda=self.device.type == torch.device('cuda').type)\n",
         "import torch\ndef f(device):\n    if device == torch.device('cuda'):\n        return 1\n",
+        # a GPU count tested for none (a question of CUDA), unlike `> 1` (of several GPUs)
+        "import torch\nn_gpu = torch.cuda.device_count()\ndevice = torch.device('cuda')\nif n_gpu > 0:\n"
+        "    torch.cuda.manual_seed_all(0)\nprint(torch.zeros(1).to(device))\n",
         # a branch that binds the CPU: the code's own CPU path (`--cpu`)
         "import torch\ndevice = 'cuda'\nif args.cpu:\n    device = 'cpu'\nprint(torch.zeros(1).to(device))\n",
         # a test of the name with more to it than its own device: the code decides for itself
@@ -245,6 +249,14 @@ class HardcodedGpuDevice(Rule):
                 "device_type = 'cuda' if 'cuda' in device else 'cpu'\nnet = torch.nn.Linear(2, 2).to(device)\n"
                 "with torch.no_grad():\n    for _ in range(2):\n        x = torch.zeros(1, 2)\n"
                 "        if device_type == 'cuda':\n            x = x.pin_memory()\n        net(x.to(device))\n"),
+        # ... beside a GPU count tested only for several GPUs (DataParallel)
+        Example("import torch\nn_gpu = torch.cuda.device_count()\ndevice = torch.device('cuda')\n"
+                "net = torch.nn.Linear(2, 2).to(device)\nif n_gpu > 1:\n    net = torch.nn.DataParallel(net)\n"
+                "print(net)\n",
+                "import torch\nn_gpu = torch.cuda.device_count()\n"
+                "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "net = torch.nn.Linear(2, 2).to(device)\nif n_gpu > 1:\n    net = torch.nn.DataParallel(net)\n"
+                "print(net)\n"),
         # ... or an attribute: `self.device` set once in the class, `args.device` once in the file
         Example("import torch\nclass Agent:\n    def __init__(self):\n        self.device = 'cuda'\n"
                 "        self.net = torch.nn.Linear(2, 2).to(self.device)\n",

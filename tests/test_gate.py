@@ -125,6 +125,18 @@ def test_the_placement_token_is_what_the_analysis_calls_a_placement_on_a_gpu(cod
 
 
 @pytest.mark.parametrize("code, found", [
+    ("use_cuda = torch.cuda.is_available()\nassert use_cuda", True),
+    ("use_cuda = torch.cuda.is_available()\nassert use_cuda is True, 'a GPU'", True),
+    ("use_cuda = torch.cuda.is_available()\nassert use_cuda == True", True),
+    ("use_cuda = torch.cuda.is_available()\nif use_cuda:\n    pass", False),
+    ("use_cuda = torch.cuda.is_available()\nassert use_cuda or cpu", False),
+    ("use_cuda = flag()\nassert use_cuda", False),
+])
+def test_an_assertion_through_a_name_is_a_statement_of_its_call(code, found):
+    assert CodeWords(ast.parse("import torch\n" + code + "\n")).has("stmt:torch.cuda.is_available") is found
+
+
+@pytest.mark.parametrize("code, found", [
     ("bs = args.batch_size * torch.cuda.device_count()", True),
     ("steps = n // (bs * torch.cuda.device_count())", True),
     ("ngpu = torch.cuda.device_count()\nlr = 0.1 * ngpu", True),

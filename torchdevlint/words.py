@@ -44,8 +44,8 @@ one of its tokens). A token is one of:
   of a function named ``device_count`` as an operand, or a name so bound (``n =
   ...device_count()``) used as one;
 - ``stmt:DOTTED``: a call that is a statement of its own (or an assertion's whole
-  test, or what an ``if not`` tests) and whose function may resolve to DOTTED (as
-  ``qual:`` resolves);
+  test, directly or through a name bound to it, or what an ``if not`` tests) and whose
+  function may resolve to DOTTED (as ``qual:`` resolves);
 - ``nomap@N:DOTTED``: a call whose function may resolve to DOTTED, with neither
   ``map_location=`` nor more than N positional arguments, nor ``*args``/``**kwargs``;
 - ``text:TEST``: the module's text passes ``TEXT_TESTS[TEST]`` (for what the analysis
@@ -263,6 +263,8 @@ class CodeWords:
         cpu_help = False  # a `help=` string that names the CPU (``help~cpu``)
         factors: Set[str] = set()  # names multiplied or divided by; "()" for a count call so used
         counts: Set[str] = {"()"}  # names bound to a count call (``factor:count``)
+        held: Dict[str, List[ast.AST]] = {}  # name -> the functions of calls it is bound to
+        asserted: Set[str] = set()  # names an assertion tests alone
         for node in ast.walk(tree):  # the one walk: qualified names are resolved from what it keeps
             kind = type(node)
             if kind is ast.Name:
@@ -297,13 +299,20 @@ class CodeWords:
                             factors.add("()")
             elif kind is ast.Assign:
                 targets, value = node.targets, node.value  # type: ignore[attr-defined]
-                if len(targets) == 1 and type(targets[0]) is ast.Name and type(value) is ast.Call \
-                        and _last(value.func) == "device_count":
-                    counts.add(targets[0].id)
+                if len(targets) == 1 and type(targets[0]) is ast.Name and type(value) is ast.Call:
+                    if _last(value.func) == "device_count":
+                        counts.add(targets[0].id)
+                    held.setdefault(targets[0].id, []).append(value.func)
             elif kind is ast.Expr or kind is ast.Assert:
                 value = node.value if kind is ast.Expr else node.test  # type: ignore[attr-defined]
                 if type(value) is ast.Call:
                     statements.append(value.func)  # type: ignore[attr-defined]
+                elif kind is ast.Assert:  # `assert use_cuda` (`is True`, `== True`): through a name
+                    if (type(value) is ast.Compare and len(value.ops) == 1 and type(value.ops[0]) in (ast.Is, ast.Eq)
+                            and type(value.comparators[0]) is ast.Constant and value.comparators[0].value is True):
+                        value = value.left
+                    if type(value) is ast.Name:
+                        asserted.add(value.id)
             elif kind is ast.If:
                 test = node.test  # type: ignore[attr-defined]
                 if type(test) is ast.UnaryOp and type(test.op) is ast.Not and type(test.operand) is ast.Call:
@@ -327,6 +336,8 @@ class CodeWords:
             elif kind is ast.arg:
                 names.add(node.arg)  # type: ignore[attr-defined]
         names |= ids
+        for name in asserted & set(held):  # an assertion's test through a name (``stmt:``)
+            statements.extend(held[name])
         self.called: FrozenSet[str] = frozenset(called)
         self.names: FrozenSet[str] = frozenset(names)
         self.strings: FrozenSet[str] = frozenset(strings)

@@ -41,6 +41,9 @@ _ENUMERATION = re.compile(r"\brange\([ \t]*[\w.]*\.device_count\(\)[ \t]*\)"
 # that name asks about several GPUs, not about CUDA (`if n_gpu > 1:` around DataParallel)
 _KEPT_COUNT = re.compile(r"^[ \t]*([\w.]+)[ \t]*=[ \t]*[\w.]*\.device_count\(\)[ \t]*$", re.MULTILINE)
 _SEVERAL = r"[ \t]*(?:>[ \t]*1|>=[ \t]*2)(?![\w.])"
+# ... or the answer kept under a name (`use_cuda = torch.cuda.is_available()`) that nothing
+# reads: what was left of `assert use_cuda` once TDL008 removed it
+_KEPT_ANSWER = re.compile(r"^[ \t]*([\w.]+)[ \t]*=[ \t]*[\w.]*\.is_available\(\)[ \t]*$", re.MULTILINE)
 # a question whose answer stops the code without CUDA: `assert torch.cuda.is_available()`,
 # `if not torch.cuda.is_available(): sys.exit(...)`, `if not enabled or not
 # torch.cuda.is_available(): return`, `if torch.cuda.device_count() == 0:`
@@ -305,19 +308,22 @@ def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool, held: 
         tells = any(not held or not own.match(text, m.start()) for m in _DEVICE_TEST.finditer(text))
         memo[key] = bool(_STOP.search(text) or tells) or (
             not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)) + len(
-                _CHOICE.findall(text)) + len(_ENUMERATION.findall(text)) + _several_gpus(text))
+                _CHOICE.findall(text)) + len(_ENUMERATION.findall(text)) + _unasked(text))
     return memo[key]
 
 
-def _several_gpus(text: str) -> int:
-    """How many GPU counts ``text`` keeps under a name that it tests only for more than one
-    GPU (``n_gpu = torch.cuda.device_count()`` ... ``if n_gpu > 1:``): no question of CUDA."""
+def _unasked(text: str) -> int:
+    """How many questions ``text`` keeps under a name and then does not ask: a GPU count
+    it tests only for more than one GPU (``n_gpu = torch.cuda.device_count()`` ... ``if
+    n_gpu > 1:``), an availability it never reads (``use_cuda =
+    torch.cuda.is_available()``, its ``assert use_cuda`` removed)."""
     found = 0
-    for m in _KEPT_COUNT.finditer(text):
-        name = re.escape(m.group(1))
-        uses = [u for u in re.finditer(rf"(?<![\w.]){name}(?![\w])", text) if u.start() != m.start(1)]
-        if uses and all(re.match(_SEVERAL, text[u.end():]) for u in uses):
-            found += 1
+    for pattern, several in ((_KEPT_COUNT, True), (_KEPT_ANSWER, False)):
+        for m in pattern.finditer(text):
+            name = re.escape(m.group(1))
+            uses = [u for u in re.finditer(rf"(?<![\w.]){name}(?![\w])", text) if u.start() != m.start(1)]
+            if (uses and all(re.match(_SEVERAL, text[u.end():]) for u in uses)) if several else not uses:
+                found += 1
     return found
 
 

@@ -74,7 +74,9 @@ class HardcodedGpuDevice(Rule):
         in the module for module-level code, or in an `if` around it; a
         `range(torch.cuda.device_count())` that lists the GPUs for `DataParallel` asks
         nothing, nor does a count kept and tested only for several GPUs (`n_gpu =
-        torch.cuda.device_count()`, `if n_gpu > 1:`), nor a question that picks one value, `dtype = "bfloat16" if
+        torch.cuda.device_count()`, `if n_gpu > 1:`), an answer kept and never read
+        (`use_cuda = torch.cuda.is_available()` once TDL008 removed its `assert
+        use_cuda`), nor a question that picks one value, `dtype = "bfloat16" if
         torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"`), and
         that does not tell the CPU from CUDA itself (`if device.type == "cpu":`; for a name
         or attribute that holds the GPU, a test of it alone, `if device == "cuda":`, or of
@@ -257,6 +259,12 @@ class HardcodedGpuDevice(Rule):
                 "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
                 "net = torch.nn.Linear(2, 2).to(device)\nif n_gpu > 1:\n    net = torch.nn.DataParallel(net)\n"
                 "print(net)\n"),
+        # ... beside an availability kept and never read (what an assertion's removal left)
+        Example("import torch\nif __name__ == '__main__':\n    use_cuda = torch.cuda.is_available()\n"
+                "    device = torch.device('cuda')\n    print(torch.zeros(1, device=device))\n",
+                "import torch\nif __name__ == '__main__':\n    use_cuda = torch.cuda.is_available()\n"
+                "    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "    print(torch.zeros(1, device=device))\n"),
         # ... or an attribute: `self.device` set once in the class, `args.device` once in the file
         Example("import torch\nclass Agent:\n    def __init__(self):\n        self.device = 'cuda'\n"
                 "        self.net = torch.nn.Linear(2, 2).to(self.device)\n",

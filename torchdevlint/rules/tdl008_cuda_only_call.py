@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable, List, Optional, Union
+from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -107,7 +107,9 @@ class CudaOnlyCall(Rule):
         only when it pins).
 
         An assertion that CUDA is there, `assert torch.cuda.is_available()` (with a
-        message or not), and in a script (a file that is run, not imported) `if not
+        message or not; or through a name bound to it, `use_cuda =
+        torch.cuda.is_available()` then `assert use_cuda`, `is True`, `== True`, later in
+        the same block), and in a script (a file that is run, not imported) `if not
         torch.cuda.is_available():` whose body only reports and stops (`raise ...`,
         `print(...)` then `sys.exit(1)`), where it runs whatever happens (at a module's
         top level, in a function; not under an `if`: `if args.cuda: assert ...` checks
@@ -206,6 +208,9 @@ class CudaOnlyCall(Rule):
         "    n = torch.cuda.device_count()\n    assert n >= 2, 'needs 2 GPUs'\n    mp.spawn(w, nprocs=n)\n",
         "import torch\nimport torch.multiprocessing as mp\ndef w(r):\n    pass\nif __name__ == '__main__':\n"
         "    mp.spawn(w, nprocs=max(torch.cuda.device_count(), 1))\n",
+        # an assertion through a name under a condition, or of more than the name
+        "import torch\ndef main(args):\n    use_cuda = torch.cuda.is_available()\n    if args.gpu:\n"
+        "        assert use_cuda\n    assert use_cuda or args.cpu\n",
         # a test that asks first, or an `elif`'s (run only when the `if` fails)
         "import torch\ndef setup():\n    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8:\n"
         "        torch.backends.cuda.matmul.allow_tf32 = True\n",
@@ -243,8 +248,7 @@ class CudaOnlyCall(Rule):
         "import torch\ndef main(args):\n    if args.cuda:\n        assert torch.cuda.is_available(), 'no GPU'\n",
         "import torch\nassert torch.cuda.device_count() >= 2, 'needs two GPUs'\n",
         "import torch\ndef test_gpu_kernel():\n    assert torch.cuda.is_available()\n    return 1\n",
-        "import torch\ndef f():\n    assert not torch.cuda.is_available()\n    ok = torch.cuda.is_available()\n"
-        "    assert ok\n",
+        "import torch\ndef f():\n    assert not torch.cuda.is_available()\n",
         "import torch\ntry:\n    assert torch.cuda.is_available()\n    GPU = True\nexcept AssertionError:\n"
         "    GPU = False\n",
         # a library's guard of a CUDA kernel; a warning that does not stop; a check of what was asked
@@ -329,6 +333,10 @@ class CudaOnlyCall(Rule):
                 "if __name__ == '__main__':\n    world = torch.cuda.device_count() or 1\n"
                 "    mp.spawn(worker, args=(world,), nprocs=world, join=True)\n"),
         # a backend a name holds: where it is bound, once for every use
+        # an assertion through a name: the assertion goes, the answer stays
+        Example("import torch\n\n\ndef main():\n    use_cuda = torch.cuda.is_available()\n"
+                "    assert use_cuda == True, 'This tutorial needs a CUDA device'\n    return use_cuda\n",
+                "import torch\n\n\ndef main():\n    use_cuda = torch.cuda.is_available()\n    return use_cuda\n"),
         # a test that calls CUDA: asked first (an `if`'s, a conditional expression's)
         Example("import torch\ndef setup():\n    if torch.cuda.get_device_capability()[0] >= 8:\n"
                 "        torch.backends.cuda.matmul.allow_tf32 = True\n",
@@ -403,7 +411,7 @@ class CudaOnlyCall(Rule):
         for site in a.calls:
             stop = _cuda_stop(ctx, site)
             if stop is not None:  # assert torch.cuda.is_available() -> removed
-                spelled = (f"assert {a.code(site.node)}" if isinstance(stop, cst.Assert)
+                spelled = (f"assert {a.code(stop.test)}" if isinstance(stop, cst.Assert)
                            else f"if not {a.code(site.node)}: {_exit_of(stop)}")
                 yield ctx.violation(stop, f"`{spelled}` stops the program where CUDA is not available: "
                                           "nothing after it runs on the CPU", self._remove(ctx, site, stop))
@@ -481,7 +489,7 @@ class CudaOnlyCall(Rule):
         what = "assertion" if isinstance(stop, cst.Assert) else "stop"
         message = f"Remove the {what}: without CUDA the code runs on the CPU (with the migration's CPU fallbacks)"
         a = ctx.analysis
-        line = site.line if isinstance(stop, cst.Assert) else stop
+        line = _held_assertion(ctx, site)[1] or site.line if isinstance(stop, cst.Assert) else stop
         assert line is not None  # (an assertion's test: a statement line)
         if isinstance(line, cst.SimpleStatementLine) and len(line.body) > 1:
             return Fix(Applicability.DISPLAY, f"{message} (display only: the line holds other statements: "
@@ -578,11 +586,48 @@ def _cuda_stop(ctx: Context, site: CallSite) -> Union[cst.Assert, cst.If, None]:
     if line is not None and isinstance(line.body[0], cst.Assert) and line.body[0].test is site.node:
         stop: Union[cst.Assert, cst.If, None] = line.body[0]
     else:
-        stop = _stop_ifs(ctx).get(site.node)
+        stop = _held_assertion(ctx, site)[0] or _stop_ifs(ctx).get(site.node)
     if stop is None or chosen_conditionally(ctx, site, site.node) or meant_for_gpus(ctx.analysis, site.scope) or any(
             part in ("try", "handler") for _, part in site.cond):
         return None
     return stop
+
+
+def _held_assertion(ctx: Context, site: CallSite) -> Tuple[Optional[cst.Assert], Optional[cst.SimpleStatementLine]]:
+    """``use_cuda = torch.cuda.is_available()`` (the call at ``site``, the name's one
+    binding) then ``assert use_cuda`` (``is True``, ``== True``; a message or not) later in
+    the same block: the assertion and its line, the stop through a name that scripts
+    write (``assert use_cuda is True``); (None, None) otherwise."""
+    a = ctx.analysis
+    line = site.line
+    small = line.body[0] if line is not None and len(line.body) == 1 else None
+    if not (isinstance(small, cst.Assign) and small.value is site.node and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)):
+        return None, None
+    name = small.targets[0].target.value
+    scope, _ = a.lookup(name, site.scope)
+    if scope is None or len(scope.bindings.get(name, ())) != 1:
+        return None, None
+    block: List[cst.CSTNode] = []
+
+    class Blocks(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            body = getattr(node, "body", None)
+            if isinstance(body, (list, tuple)) and line in body:
+                block.extend(body)
+                return False
+            return not block
+
+    walk(site.scope.node, Blocks())
+    for later in block[block.index(line) + 1:] if block else ():
+        test = later.body[0].test if isinstance(later, cst.SimpleStatementLine) and isinstance(
+            later.body[0], cst.Assert) else None
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
+                test.comparisons[0].operator, (cst.Is, cst.Equal)) and a.code(test.comparisons[0].comparator) == "True":
+            test = test.left
+        if isinstance(test, cst.Name) and test.value == name:
+            return later.body[0], later  # type: ignore[return-value]
+    return None, None
 
 
 def _stop_ifs(ctx: Context) -> dict:

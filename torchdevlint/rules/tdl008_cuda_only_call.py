@@ -489,7 +489,7 @@ class CudaOnlyCall(Rule):
         what = "assertion" if isinstance(stop, cst.Assert) else "stop"
         message = f"Remove the {what}: without CUDA the code runs on the CPU (with the migration's CPU fallbacks)"
         a = ctx.analysis
-        line = _held_assertion(ctx, site)[1] or site.line if isinstance(stop, cst.Assert) else stop
+        line = (_held_assertion(ctx, site)[1] or site.line) if isinstance(stop, cst.Assert) else stop
         assert line is not None  # (an assertion's test: a statement line)
         if isinstance(line, cst.SimpleStatementLine) and len(line.body) > 1:
             return Fix(Applicability.DISPLAY, f"{message} (display only: the line holds other statements: "
@@ -598,7 +598,13 @@ def _held_assertion(ctx: Context, site: CallSite) -> Tuple[Optional[cst.Assert],
     binding) then ``assert use_cuda`` (``is True``, ``== True``; a message or not) later in
     the same block: the assertion and its line, the stop through a name that scripts
     write (``assert use_cuda is True``); (None, None) otherwise."""
-    a = ctx.analysis
+    memo = ctx.analysis.memo.setdefault("tdl008_held_assertions", {})
+    if site.node not in memo:
+        memo[site.node] = _find_held_assertion(ctx.analysis, site)
+    return memo[site.node]
+
+
+def _find_held_assertion(a, site: CallSite) -> Tuple[Optional[cst.Assert], Optional[cst.SimpleStatementLine]]:
     line = site.line
     small = line.body[0] if line is not None and len(line.body) == 1 else None
     if not (isinstance(small, cst.Assign) and small.value is site.node and len(small.targets) == 1

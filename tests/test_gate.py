@@ -124,28 +124,27 @@ def test_the_placement_token_is_what_the_analysis_calls_a_placement_on_a_gpu(cod
     assert CodeWords(ast.parse("import torch\n" + code + "\n")).has("place:cuda") is placed
 
 
-@pytest.mark.parametrize("code, found", [
-    ("use_cuda = torch.cuda.is_available()\nassert use_cuda", True),
-    ("use_cuda = torch.cuda.is_available()\nassert use_cuda is True, 'a GPU'", True),
-    ("use_cuda = torch.cuda.is_available()\nassert use_cuda == True", True),
-    ("use_cuda = torch.cuda.is_available()\nif use_cuda:\n    pass", False),
-    ("use_cuda = torch.cuda.is_available()\nassert use_cuda or cpu", False),
-    ("use_cuda = flag()\nassert use_cuda", False),
-])
-def test_an_assertion_through_a_name_is_a_statement_of_its_call(code, found):
-    assert CodeWords(ast.parse("import torch\n" + code + "\n")).has("stmt:torch.cuda.is_available") is found
+_COUNT, _ASSERTED = "factor:count", "stmt:torch.cuda.is_available"
 
 
-@pytest.mark.parametrize("code, found", [
-    ("bs = args.batch_size * torch.cuda.device_count()", True),
-    ("steps = n // (bs * torch.cuda.device_count())", True),
-    ("ngpu = torch.cuda.device_count()\nlr = 0.1 * ngpu", True),
-    ("ngpu = torch.cuda.device_count()\nif ngpu > 1:\n    pass", False),
-    ("ids = range(torch.cuda.device_count())\nr = rank % torch.cuda.device_count()", False),
-    ("n = 4\nbs = 2 * n", False),
+@pytest.mark.parametrize("token, code, found", [
+    (_ASSERTED, "use_cuda = torch.cuda.is_available()\nassert use_cuda", True),
+    (_ASSERTED, "use_cuda = torch.cuda.is_available()\nassert use_cuda is True, 'a GPU'", True),
+    (_ASSERTED, "use_cuda = torch.cuda.is_available()\nassert use_cuda == True", True),
+    (_ASSERTED, "use_cuda = torch.cuda.is_available()\nif use_cuda:\n    pass", False),
+    (_ASSERTED, "use_cuda = torch.cuda.is_available()\nassert use_cuda or cpu", False),
+    (_ASSERTED, "use_cuda = flag()\nassert use_cuda", False),
+    (_COUNT, "bs = args.batch_size * torch.cuda.device_count()", True),
+    (_COUNT, "steps = n // (bs * torch.cuda.device_count())", True),
+    (_COUNT, "ngpu = torch.cuda.device_count()\nlr = 0.1 * ngpu", True),
+    (_COUNT, "ngpu = torch.cuda.device_count()\nif ngpu > 1:\n    pass", False),
+    (_COUNT, "ids = range(torch.cuda.device_count())\nr = rank % torch.cuda.device_count()", False),
+    (_COUNT, "n = 4\nbs = 2 * n", False),
 ])
-def test_the_factor_token_wants_a_gpu_count_multiplied_or_divided_by(code, found):
-    assert CodeWords(ast.parse("import torch\n" + code + "\n")).has("factor:count") is found
+def test_tokens_that_follow_a_name(token, code, found):
+    """An assertion through a name is a statement of its call (``stmt:``); a GPU count
+    multiplied or divided by, inline or through a name (``factor:count``)."""
+    assert CodeWords(ast.parse("import torch\n" + code + "\n")).has(token) is found
 
 
 @pytest.mark.parametrize("code, found", [

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable, List, Optional, Tuple, Union
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
@@ -614,18 +614,9 @@ def _find_held_assertion(a, site: CallSite) -> Tuple[Optional[cst.Assert], Optio
     scope, _ = a.lookup(name, site.scope)
     if scope is None or len(scope.bindings.get(name, ())) != 1:
         return None, None
-    block: List[cst.CSTNode] = []
-
-    class Blocks(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            body = getattr(node, "body", None)
-            if isinstance(body, (list, tuple)) and line in body:
-                block.extend(body)
-                return False
-            return not block
-
-    walk(site.scope.node, Blocks())
-    for later in block[block.index(line) + 1:] if block else ():
+    block, _ = _block_of(a, line)
+    at = next((i for i, stmt in enumerate(block) if stmt is line), None)  # (a block it cannot see: none)
+    for later in block[at + 1:] if at is not None else ():
         test = later.body[0].test if isinstance(later, cst.SimpleStatementLine) and isinstance(
             later.body[0], cst.Assert) else None
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
@@ -682,14 +673,21 @@ def _exit_of(stop: cst.If) -> Optional[str]:
 def _alone_in_block(a, line: cst.BaseStatement) -> bool:
     """Whether ``line`` is the only statement of an indented block (removing it would
     leave the block empty)."""
+    block, indented = _block_of(a, line)
+    return indented and len(block) == 1
+
+
+def _block_of(a, line: cst.BaseStatement) -> Tuple[Sequence[cst.BaseStatement], bool]:
+    """The statements of the block that holds ``line``, and whether it is an indented
+    block (else the module's own)."""
     for stmt in a.statements:
         parts = [stmt] + [c for c in stmt.children if isinstance(c, (cst.Else, cst.Finally, cst.ExceptHandler,
-                                                                      cst.ExceptStarHandler))]
+                                                                      cst.ExceptStarHandler, cst.MatchCase))]
         for part in parts:
             body = getattr(part, "body", None)
             if isinstance(body, cst.IndentedBlock) and any(s is line for s in body.body):
-                return len(body.body) == 1
-    return False
+                return body.body, True
+    return a.module.body, False
 
 
 def _nccl_backend(a, site: CallSite):

@@ -83,6 +83,10 @@ class RankCodeOnFixedDevice(Rule):
         only: bind the rank's device first.
     """
     VALID = (
+        # a device compared, itself or its type, before the rank binds its own: no placement
+        "import torch\nimport torch.multiprocessing as mp\ndef worker(rank, device):\n"
+        "    same = device.type == torch.device('cuda').type\n    torch.cuda.set_device(rank)\n    return same\n"
+        "if __name__ == '__main__':\n    mp.spawn(worker, args=(None,), nprocs=2)\n",
         "import torch\nimport torch.multiprocessing as mp\n"
         "def worker(rank):\n    torch.cuda.set_device(rank)\n    return torch.zeros(1).cuda()\n"
         "mp.spawn(worker, nprocs=2)\n",

@@ -160,6 +160,9 @@ class HardcodedGpuDevice(Rule):
         "p.add_argument('-gpu', type=int, default=0, help='for CPU mode set -gpu = c')\nargs = p.parse_args()\n",
         "import argparse\np = argparse.ArgumentParser()\n"
         "p.add_argument('--workers', type=int, default=0, help='use -1 for CPU count')\nargs = p.parse_args()\n",
+        "import argparse\np = argparse.ArgumentParser()\n"
+        "p.add_argument('--gpu', type=int, default=0, help='gpu to use, -1 = all gpus, cpu not supported')\n"
+        "args = p.parse_args()\n",
         # a rank's index on one side of a choice (fairscale's benchmark, OpenNMT's iterator)
         "import torch\ndef run(rank, args):\n    return torch.device('cpu') if args.cpu else torch.device(rank)\n",
         "import torch\ndef make(device_id):\n"
@@ -419,6 +422,15 @@ class HardcodedGpuDevice(Rule):
                 "parser.add_argument('--gpu_ids', type=str, default='0' if torch.cuda.is_available() else '-1',\n"
                 "                    help='gpu ids: e.g. 0  0,1,2, 0,2. use -1 for CPU')\n"
                 "opt = parser.parse_args()\nprint(opt.gpu_ids)\n"),
+        # ... as the A3C family writes it: a list of GPU indices, "[-1 CPU only]"
+        Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--gpu-ids', type=int, default=[0], nargs='+',\n"
+                "                    help='GPUs to use [-1 CPU only] (default: -1)')\n"
+                "args = parser.parse_args()\nprint(args.gpu_ids)\n",
+                "import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--gpu-ids', type=int, default=[0] if torch.cuda.is_available() else [-1], nargs='+',\n"
+                "                    help='GPUs to use [-1 CPU only] (default: -1)')\n"
+                "args = parser.parse_args()\nprint(args.gpu_ids)\n"),
         # a checkpoint restored onto a GPU
         Example("import torch\n\n\ndef resume(model, path):\n"
                 "    model.load_state_dict(torch.load(path, map_location='cuda:0'))\n",
@@ -802,19 +814,22 @@ def _declares_options(a) -> bool:
 # option names that hold a GPU index (or a list of them)
 _GPU_OPTION = re.compile(r"(?:gpus?|gpu_?ids?|cuda_device|devices?|device_ids?)")
 # the CPU's value, as an option's help spells it: "use -1 for CPU" (pix2pix's `--gpu_ids`),
-# "for CPU mode set -gpu = c" (neural-style's), "-1 means CPU", "'cpu' for the CPU"
+# "for CPU mode set -gpu = c" (neural-style's), "-1 means CPU", "'cpu' for the CPU",
+# "-1 to use CPU", "[-1 CPU only]"
 _CPU_IN_HELP = (
     re.compile(r"(?:use|set|pass|give|specify)\s+(?:it\s+)?(?:to\s+)?(?:-{1,2}[\w-]+\s*=?\s*)?['\"]?(-1|c|cpu)['\"]?"
                r"\s+(?:for|to use|to run on)\s+(?:the\s+)?cpu\b"),
     re.compile(r"for\s+(?:the\s+)?cpu(?:\s+mode|\s+only)?\s*,?\s*(?:set|use|pass)\s+(?:-{1,2}[\w-]+\s*=?\s*)?"
                r"['\"]?(-1|c|cpu)['\"]?(?![\w-])"),
-    re.compile(r"(?<![\w-])['\"]?(-1|cpu)['\"]?\s*(?:=|:|means|for|->)\s*(?:the\s+)?cpu\b"),
+    # "-1 means CPU", "-1 to use CPU", "[-1 CPU only]" (the A3C family's `--gpu-ids`)
+    re.compile(r"(?<![\w-])['\"]?(-1|cpu)['\"]?\s*(?:=|:|means|for|->|is|to use|to run on)?\s*(?:the\s+)?cpu\b"),
 )
 
 
 def _cpu_value(site: CallSite, default: cst.BaseExpression) -> Optional[str]:
     """The CPU's value of a command-line option whose default is a GPU index (``-gpu``
-    with ``default=0``, ``--gpu_ids`` with ``default='0'`` or ``'0,1'``), when its help
+    with ``default=0``, ``--gpu_ids`` with ``default='0'`` or ``'0,1'``, ``type=int,
+    nargs='+'`` with ``default=[0]``), when its help
     spells it (``_CPU_IN_HELP``), written as the default is (a number, or a string in
     its quotes); None otherwise (the project knows no CPU, or does not say how)."""
     name = _option_name(site)
@@ -833,6 +848,9 @@ def _cpu_value(site: CallSite, default: cst.BaseExpression) -> Optional[str]:
     numeric = kind is not None and isinstance(kind.value, cst.Name) and kind.value.value == "int"
     if isinstance(default, cst.Integer) and default.value.isdigit():
         return found if found == "-1" else (None if numeric else f'"{found}"')
+    if (isinstance(default, cst.List) and default.elements and found == "-1" and numeric  # nargs="+", default=[0]
+            and all(isinstance(e.value, cst.Integer) and e.value.value.isdigit() for e in default.elements)):
+        return "[-1]"
     if (isinstance(default, cst.SimpleString) and re.fullmatch(r"\d+(?:,\d+)*", str(default.evaluated_value))
             and not numeric):
         return f"{default.quote}{found}{default.quote}"

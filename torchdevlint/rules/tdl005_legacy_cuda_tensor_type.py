@@ -70,8 +70,11 @@ class LegacyCudaTensorType(Rule):
         nothing names a device, a script gets one definition where it starts, shared
         with TDL001: `fix` defines `torch.device("cuda")` (**safe**: the current device,
         as the CUDA type used), `fix --unsafe-fixes` the CPU fallback (**unsafe**: that is
-        what makes a legacy script run without CUDA). A call whose argument may be
-        either a size or data (a name) is display-only.
+        what makes a legacy script run without CUDA). A call whose one argument may be
+        a size or data (a parameter, a name bound by a loop or an unpacking) becomes the
+        CPU type's constructor moved to the device, `torch.FloatTensor(rewards).to(device)`:
+        it takes either, with the meaning the CUDA type gave it. Unpacked or named
+        arguments are display-only.
 
         A CUDA default tensor type becomes `torch.set_default_dtype(torch.float32)` and
         `torch.set_default_device(device)` (the device as above; a script's with the CPU
@@ -89,8 +92,9 @@ class LegacyCudaTensorType(Rule):
         the alias, the alias goes and its uses take that device (**unsafe** unless it is
         the same expression). In a library module the alias is a public name other
         modules may import: **unsafe**. When `Tensor` is used in any other way (passed
-        on, `isinstance`, rebound) or one of its calls may take a size or data, the fix
-        is display-only: all of it or nothing.
+        on, `isinstance`, rebound) or one of its calls has unpacked or named arguments,
+        the fix is display-only: all of it or nothing (a call whose one argument may be
+        a size or data becomes the CPU type's, `torch.FloatTensor(x).to(device)`).
     """
     VALID = (
         "import torch\ntorch.set_default_tensor_type(torch.DoubleTensor)\n",
@@ -127,7 +131,12 @@ class LegacyCudaTensorType(Rule):
         Example("import torch\ndef f():\n    return torch.cuda.FloatTensor()\n",
                 'import torch\ndef f():\n' + DEVICE
                 + '    return torch.empty(0, dtype=torch.float32, device=device)\n'),
-        Example("import torch\ndef f(n):\n    return torch.cuda.FloatTensor(n)\n"),
+        # one argument that may be a size or data (a parameter, a batch unpacked in a DQN's
+        # update): the CPU type's constructor takes either with the same meaning, then moves
+        Example("import torch\ndef f(n):\n    return torch.cuda.FloatTensor(n)\n",
+                "import torch\ndef f(n):\n" + DEVICE + "    return torch.FloatTensor(n).to(device)\n"),
+        # ... display-only where the arguments are unpacked
+        Example("import torch\ndef f(shape):\n    return torch.cuda.FloatTensor(*shape)\n"),
         Example("import torch\ndef noise(std):\n    return torch.cuda.FloatTensor(std.size()).normal_()\n",
                 "import torch\ndef noise(std):\n" + DEVICE + "    return torch.empty(std.size(), dtype=torch.float32, "
                 'device=device).normal_()\n'),
@@ -146,9 +155,12 @@ class LegacyCudaTensorType(Rule):
                 "import torch\nimport numpy as np\ndef sample(n):\n" + DEVICE + "    labels = n\n"
                 "    labels = np.array([k for k in range(n)])\n"
                 "    labels = torch.tensor(labels, dtype=torch.int64, device=device)\n    return labels\n"),
-        # ... not in a loop that rebinds it later: the second time round it is something else
+        # ... not in a loop that rebinds it later: the second time round it is something
+        # else (either, then: the CPU type's constructor)
         Example("import torch\ndef f(xs):\n    n = 3\n    for x in xs:\n        y = torch.cuda.FloatTensor(n)\n"
-                "        n = x\n"),
+                "        n = x\n",
+                "import torch\ndef f(xs):\n" + DEVICE + "    n = 3\n    for x in xs:\n"
+                "        y = torch.FloatTensor(n).to(device)\n        n = x\n"),
         # the type by its name
         Example("import torch\ndef half(x):\n    return x.type('torch.cuda.HalfTensor')\n",
                 "import torch\ndef half(x):\n" + DEVICE + "    return x.to(device, torch.float16)\n"),
@@ -210,10 +222,15 @@ class LegacyCudaTensorType(Rule):
         # an attribute alias: its uses may be anywhere (display)
         Example("import torch\nclass Model:\n    def __init__(self, gpu_ids):\n"
                 "        self.Tensor = torch.cuda.FloatTensor if gpu_ids else torch.Tensor\n"),
-        # used otherwise, or an argument that may be a size or data: display
-        Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nmake(T)\n"),
+        # an argument that may be a size or data: the CPU type's constructor, moved
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor n in ns:\n"
-                "    x = T(n)\n"),
+                "    x = T(n)\n",
+                'import torch\ndevice = torch.device("cuda" if cuda else "cpu")\nfor n in ns:\n'
+                "    x = torch.FloatTensor(n).to(device)\n"),
+        # used otherwise, or with unpacked arguments: display
+        Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nmake(T)\n"),
+        Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor s in shapes:\n"
+                "    x = T(*s)\n"),
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.DoubleTensor\nfor n in ns:\n"
                 "    x = T(2)\n"),
     )
@@ -303,9 +320,13 @@ class LegacyCudaTensorType(Rule):
                                                                    cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))]))
                     continue
                 args = _constructor(a, site)
+                either = _either(a, site) if args is None else None
+                if either is not None:  # a size or data: the CPU twin takes either, as the CUDA type did
+                    edits.append(ctx.replace(site.node, f"{torch}.{_TWINS[dtype]}({either}).to({name})"))
+                    continue
                 if args is None:
-                    return display(f"the argument of `{target}(...)` on line {ctx.start(site.node)[0]} may be "
-                                   "a size or data")
+                    return display(f"the arguments of `{target}(...)` on line {ctx.start(site.node)[0]} are "
+                                   "unpacked or named")
                 factory, lead = args
                 edits.append(ctx.replace(site.node, f"{torch}.{factory}({lead}{', ' if lead else ''}"
                                                     f"dtype={torch}.{dtype}, device={name})"))
@@ -335,17 +356,23 @@ class LegacyCudaTensorType(Rule):
         if torch is None:
             return Fix(Applicability.DISPLAY, f"Use `dtype=torch.{dtype}` and an explicit `device=`")
         args = _constructor(a, site) if kind != "type" else ("", "")
-        if args is None:
+        either = _either(a, site) if args is None else None
+        if args is None and either is None:
             return Fix(Applicability.DISPLAY, (
-                f"Use `torch.empty(size, dtype=torch.{dtype}, device=...)` for a size or "
-                f"`torch.tensor(data, dtype=torch.{dtype}, device=...)` for data (the argument "
-                "may be either)"))
+                f"Use `torch.empty(size, dtype=torch.{dtype}, device=...)` for sizes or "
+                f"`torch.tensor(data, dtype=torch.{dtype}, device=...)` for data (its arguments "
+                "are unpacked or named)"))
 
         def rewrite(device: str) -> Tuple[Edit, str]:
             if kind == "type":
                 return (ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(device)),
                                                           cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))]),
                         f"`.to({device}, {torch}.{dtype})`")
+            if either is not None:  # a size or data: the CPU twin takes either, as the CUDA type did
+                twin = f"{torch}.{_TWINS[dtype]}"
+                return (ctx.replace(site.node, f"{twin}({either}).to({device})"),
+                        f"`{twin}(...).to({device})` (the argument may be a size or data: the CPU type "
+                        "takes either, as the CUDA type did)")
             factory, head = args
             text = f"{torch}.{factory}({head}{', ' if head else ''}dtype={torch}.{dtype}, device={device})"
             return ctx.replace(site.node, text), f"`{torch}.{factory}(..., dtype={torch}.{dtype}, device={device})`"
@@ -533,6 +560,20 @@ def _same_device(a, one: str, other: str) -> bool:
 
 def _squash(code: str) -> str:
     return "".join(code.split()).replace("'", '"')
+
+
+# the CPU twin of each legacy CUDA type, by its dtype: `torch.cuda.FloatTensor` -> `FloatTensor`
+_TWINS = {dtype: name for name, dtype in DTYPES.items()}
+
+
+def _either(a, site: CallSite) -> Optional[str]:
+    """The one argument of a legacy constructor that may be a size or data (a loop's
+    variable, a parameter: ``torch.cuda.FloatTensor(rewards)``), as code; None when there
+    are more or keywords. Its CPU twin takes it either way, with the same meaning."""
+    args = list(site.node.args)
+    if len(args) != 1 or args[0].keyword is not None or args[0].star:
+        return None
+    return a.code(args[0].value)
 
 
 def _constructor(a, site: CallSite) -> Optional[Tuple[str, str]]:

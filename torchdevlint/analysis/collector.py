@@ -115,7 +115,8 @@ class _Collector(cst.CSTVisitor):
         self.torch_imports: List[tuple] = []
         self.star_imports: List[str] = []  # modules of `from M import *` at module level
         # what is assigned to an attribute of a name other than `self` (`args.device =
-        # "cuda"`), keyed "args.device", in any scope: the binding (kind "other", no value,
+        # "cuda"`, a configuration's `_C.MODEL.DEVICE = "cuda"`), keyed by its dotted
+        # spelling ("args.device"), in any scope: the binding (kind "other", no value,
         # where it is not a plain assignment) and the scope it is written in
         self.attr_sets: Dict[str, List[Tuple[Binding, Scope]]] = {}
         self.counter = 0
@@ -416,9 +417,8 @@ class _Collector(cst.CSTVisitor):
                     self._target(el.value, values[i].value, kind)
                 else:
                     self._target(el.value, None, "other")
-        elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
-              and target.value.value != "self"):
-            key = f"{target.value.value}.{target.attr.value}"
+        elif isinstance(target, cst.Attribute) and _attribute_key(target) is not None:
+            key = _attribute_key(target)  # type: ignore[assignment]
             kind = kind if kind == "assign" and value is not None else "other"
             self.attr_sets.setdefault(key, []).append(
                 (Binding(key, kind, value if kind == "assign" else None, self.counter, tuple(self.conds[-1])),
@@ -518,3 +518,12 @@ def _dotted(node: Union[cst.Attribute, cst.Name]) -> str:
     if isinstance(node, cst.Name):
         return node.value
     return f"{_dotted(node.value)}.{node.attr.value}"  # type: ignore[arg-type]
+
+
+def _attribute_key(target: cst.Attribute) -> Optional[str]:
+    """``args.device``, ``_C.MODEL.DEVICE``: an attribute chain on a name other than
+    ``self``, as it is spelled; None for anything else."""
+    root: cst.BaseExpression = target
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    return _dotted(target) if isinstance(root, cst.Name) and root.value != "self" else None

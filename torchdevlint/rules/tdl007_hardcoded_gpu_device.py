@@ -54,7 +54,9 @@ class HardcodedGpuDevice(Rule):
         also when a branch rebinds it only to another GPU, a distributed run's `device =
         f"cuda:{local_rank}"` under `if ddp:`; so is an attribute's, `self.device =
         "cuda"` set once in the class's methods, `args.device = "cuda"` once in the file,
-        read as `args.device` or through a name, `device = args.device`),
+        read as `args.device` or through a name, `device = args.device`; a
+        configuration's device, an attribute called `device` in any case set once to a GPU
+        on a name of the file, yacs' `_C.MODEL.DEVICE = "cuda"`, read by other files),
         a command line's default (`add_argument("--device", default="cuda")`; a GPU index,
         `add_argument("-gpu", default=0, help="... for CPU mode set -gpu = c")`, where the
         help gives the project's own value for the CPU: "use -1 for CPU", as pix2pix's
@@ -163,6 +165,12 @@ class HardcodedGpuDevice(Rule):
         "import argparse\np = argparse.ArgumentParser()\n"
         "p.add_argument('--gpu', type=int, default=0, help='gpu to use, -1 = all gpus, cpu not supported')\n"
         "args = p.parse_args()\n",
+        # a configuration's device with its fallback, set twice, or on another module's object
+        "import torch\nfrom yacs.config import CfgNode as CN\n_C = CN()\n"
+        "_C.DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'\n",
+        "def get_config(cpu):\n    config = Config()\n    config.device = 'cuda'\n    if cpu:\n"
+        "        config.device = 'cpu'\n    return config\n",
+        "import settings\nsettings.device = 'cuda'\n",
         # a rank's index on one side of a choice (fairscale's benchmark, OpenNMT's iterator)
         "import torch\ndef run(rank, args):\n    return torch.device('cpu') if args.cpu else torch.device(rank)\n",
         "import torch\ndef make(device_id):\n"
@@ -447,6 +455,17 @@ class HardcodedGpuDevice(Rule):
                 "import torch\n\n\ndef demo(model, rank):\n"
                 "    map_location = {'cuda:%d' % 0: 'cuda:%d' % rank if torch.cuda.is_available() else 'cpu'}\n"
                 "    model.load_state_dict(torch.load('ckpt', map_location=map_location))\n"),
+        # a configuration's device, read by other files: where it is set (a function that
+        # builds the configuration: the question is asked when it runs; unsafe)
+        Example("import ml_collections\n\n\ndef get_config():\n    config = ml_collections.ConfigDict()\n"
+                "    config.device = 'cuda:0'\n    return config\n",
+                "import ml_collections\nimport torch\n\n\ndef get_config():\n"
+                "    config = ml_collections.ConfigDict()\n"
+                "    config.device = 'cuda:0' if torch.cuda.is_available() else 'cpu'\n    return config\n"),
+        # ... display at a library's module level (yacs' defaults: the question would be
+        # asked at every import)
+        Example("from yacs.config import CfgNode as CN\n_C = CN()\n_C.MODEL = CN()\n"
+                "# Using cuda or cpu for training\n_C.MODEL.DEVICE = \"cuda\"\n_C.MODEL.DEVICE_ID = '0'\n"),
         # a command line's default: what the script does when run as written
         Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
                 "parser.add_argument('--device', default='cuda')\nargs = parser.parse_args()\n"
@@ -473,6 +492,9 @@ class HardcodedGpuDevice(Rule):
             elif rewrite.kind == "option":  # a GPU index as an option's default
                 shown = f"{_option_name(site)}={shown}"
                 what = (f"picks a GPU by default (its help gives `{rewrite.device}` for the CPU): run as written,")
+            elif rewrite.kind == "setting":  # _C.MODEL.DEVICE = "cuda"
+                shown = f"{site.name} = {shown}"
+                what = "sets a configuration's device to a GPU with no CPU fallback:"
             elif rewrite.kind == "default":  # def sample(self, n, device="cuda"), called as sample(8)
                 shown = f"{site.name}={shown}"
                 what = "is a default that a call here relies on, and names a GPU with no CPU fallback:"
@@ -493,7 +515,7 @@ class HardcodedGpuDevice(Rule):
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: {exc})")
         test, q = f"{torch}.cuda.is_available()", rewrite.quote
-        if rewrite.kind in ("literal", "default"):  # torch.device("cuda:1"), .to("cuda"), device="cuda:0"
+        if rewrite.kind in ("literal", "default", "setting"):  # torch.device("cuda:1"), .to("cuda"), device="cuda:0"
             text = f"{q}{rewrite.device}{q} if {test} else {q}cpu{q}"
             edit = ctx.replace(node, f"{a.code(node.func)}({text})" if isinstance(node, cst.Call) else text)
         elif rewrite.kind in ("index", "bound"):  # .cuda(1) -> .to("cuda:1" if ... else "cpu"), keeping non_blocking
@@ -612,7 +634,28 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
                 if devices:
                     held.add(bound.node)  # type: ignore[union-attr]
                     found += devices
-    return found + _used_defaults(a)
+    found += _used_defaults(a)
+    return found + _settings(a, {node for _, node, _ in found})
+
+
+def _settings(a, seen: set) -> List[Tuple[Held, cst.CSTNode, "_Rewrite"]]:
+    """A configuration's device, set once to a GPU (yacs' ``_C.MODEL.DEVICE = "cuda"``,
+    ``cfg.device = "cuda:0"`` in a ``get_config()``): the programs that read it are other
+    files, which cannot see the GPU named here. Held where it is set; an attribute of a
+    name this file binds (not another module's object), not one found through a use."""
+    found: List[Tuple[Held, cst.CSTNode, _Rewrite]] = []
+    for key, sets in a.attr_sets.items():
+        if key.rsplit(".", 1)[-1].lower() != "device" or len(sets) != 1:
+            continue
+        binding, scope = sets[0]
+        text = _cuda_text(binding.value) if binding.value is not None else None
+        root = key.split(".", 1)[0]
+        line = a.statement_line(binding.value) if text is not None else None
+        if line is None or binding.value in seen or a.lookup(root, scope)[1] is not None:
+            continue
+        held = Held(binding.value, scope, binding.order, line, binding.cond, key)
+        found.append((held, binding.value, _Rewrite("setting", text, binding.value.quote[-1])))
+    return found
 
 
 def _used_defaults(a) -> List[Tuple[Held, cst.CSTNode, "_Rewrite"]]:

@@ -115,3 +115,69 @@ def test_a_warm_run_analyses_nothing_again(tmp_path, monkeypatch):
     # a change to the sibling that defines the class is a miss for the whole-run answer
     (tmp_path / "pkg" / "models.py").write_text(MODELS.replace("nn.Module", "object"))
     assert once() != first and str(tmp_path / "pkg" / "train.py") in calls
+
+
+DEFAULTS = '''\
+from yacs.config import CfgNode as CN
+
+_C = CN()
+_C.MODEL = CN()
+# Using cuda or cpu for training
+_C.MODEL.DEVICE = "cuda"
+'''
+
+TRAIN_NET = '''\
+import torch
+from config import cfg
+
+
+def main():
+    return torch.zeros(2).to(cfg.MODEL.DEVICE)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _configured(tmp_path, script=TRAIN_NET, library=False):
+    """A yacs-configured project: config/defaults.py read through config/__init__.py by
+    tools/train_net.py (and, ``library``, by a module of the package too)."""
+    for folder in ("config", "tools", "engine"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "config" / "defaults.py").write_text(DEFAULTS)
+    (tmp_path / "config" / "__init__.py").write_text("from .defaults import _C as cfg\n")
+    (tmp_path / "tools" / "train_net.py").write_text(script)
+    (tmp_path / "engine" / "trainer.py").write_text(
+        ("from config import cfg\n" if library else "") + "def do_train(model):\n    return model\n")
+
+
+def test_a_configuration_only_scripts_import_gets_its_fallback_where_it_is_set(tmp_path):
+    """A library module's level would ask about CUDA at every import (display); a module
+    that only the run's scripts import asks where they start: unsafe, and applied."""
+    _configured(tmp_path)
+    alone = cli("check", "--no-cache", "--output-format", "json", "--select", "TDL007", "config/defaults.py",
+                cwd=tmp_path).stdout
+    tree = cli("check", "--no-cache", "--output-format", "json", "--select", "TDL007", ".", cwd=tmp_path).stdout
+    assert _applicability(alone) == [(6, "display")] and _applicability(tree) == [(6, "unsafe")]
+    assert json.loads(alone)[0]["fix"]["blocked_by"] == ["importers"]
+    flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "TDL007", "config/defaults.py"],
+                            cwd=tmp_path, capture_output=True, text=True).stdout
+    assert [line.split(" ")[:2] for line in flake8.splitlines()] == [["config/defaults.py:6:19:", "TDL007"]]
+    cli("fix", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+    assert '_C.MODEL.DEVICE = "cuda" if torch.cuda.is_available() else "cpu"' in (
+        tmp_path / "config" / "defaults.py").read_text()
+
+
+def test_a_configuration_a_library_imports_or_a_script_that_hides_gpus_stays_display(tmp_path):
+    """Imported by a module of the package too, the question would run at its import;
+    a script that sets CUDA_VISIBLE_DEVICES after its imports (reid-strong-baseline's
+    `os.environ['CUDA_VISIBLE_DEVICES'] = cfg.MODEL.DEVICE_ID`) would set it too late."""
+    hides = TRAIN_NET.replace("def main():\n", "def main():\n    import os\n"
+                              "    os.environ['CUDA_VISIBLE_DEVICES'] = '1'\n")
+    for kwargs in ({"library": True}, {"script": hides}):
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        root.mkdir()
+        _configured(root, **kwargs)
+        tree = cli("check", "--no-cache", "--output-format", "json", "--select", "TDL007", ".", cwd=root).stdout
+        assert _applicability(tree) == [(6, "display")], kwargs

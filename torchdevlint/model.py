@@ -59,7 +59,9 @@ class Fix:
     defines: FrozenSet[str] = frozenset()
     # what keeps it from being safe, as tags tools can read (the message says it in
     # words): ``receiver`` -- the receiver is not provably torch, which the whole-run
-    # index of a CLI run may still prove
+    # index of a CLI run may still prove; ``importers`` -- the fix would run a CUDA
+    # question at a library module's import, which the index may show only the run's
+    # scripts do
     blocked_by: FrozenSet[str] = frozenset()
     # what ``fix`` applies without ``--unsafe-fixes`` when it differs from this fix: a
     # behaviour-preserving variant (TDL001: ``device = torch.device("cuda")`` where this fix

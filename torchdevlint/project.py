@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
@@ -24,14 +24,23 @@ ClassFacts = Tuple[bool, bool]
 class ProjectIndex:
     classes: Dict[str, Optional[ClassFacts]] = field(default_factory=dict)  # "mod.Class" -> facts
     exports: Dict[str, Set[str]] = field(default_factory=dict)  # module key -> its class names
+    # the files of the run that only its scripts import (through package `__init__`s too):
+    # their module level runs where a script starts (a yacs configuration's defaults)
+    script_modules: Set[str] = field(default_factory=set)
+    imported_by_scripts: bool = False  # ... the file this copy is handed with is one (``for_file``)
 
     def fingerprint(self) -> str:
         """What the index says, as a hash: a cached whole-run result holds while it is equal."""
         import hashlib
         import json
 
-        data = [sorted(self.classes.items()), sorted((k, sorted(v)) for k, v in self.exports.items())]
+        data = [sorted(self.classes.items()), sorted((k, sorted(v)) for k, v in self.exports.items()),
+                sorted(self.script_modules)]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:16]
+
+    def for_file(self, path: str) -> "ProjectIndex":
+        """The index as the analysis of ``path`` reads it."""
+        return replace(self, imported_by_scripts=path in self.script_modules)
 
     def lookup(self, qualname: str) -> Optional[ClassFacts]:
         """Facts for ``pkg.models.Generator`` or ``.models.Generator`` (a relative import):
@@ -55,7 +64,8 @@ class ProjectIndex:
 MAX_FILES = 500  # files read to index one run: the seeds' imports, and their bases' imports
 
 
-def build_index(paths: List[str], read, seeds: Optional[List[str]] = None) -> ProjectIndex:
+def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
+                importees: Tuple[str, ...] = ()) -> ProjectIndex:
     """The index of the classes that ``seeds`` (default: every path) can reach through
     imports among ``paths`` (``read(path)`` gives bytes, raising OSError): the modules
     they import, and the modules those import (for base classes), at most ``MAX_FILES``.
@@ -63,7 +73,10 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None) -> Pr
     Class headers and imports are read with regular expressions over the text: the
     index must cost far less than the check it serves (Python's parser over every file
     of a 10,000-file corpus cost 60% more time); what they miss (a multi-line base
-    list) only leaves a fix unsafe."""
+    list) only leaves a fix unsafe.
+
+    ``importees``: files to tell whether only the run's scripts import them (the
+    index's ``script_modules``); that reads the imports of every file of the run."""
     base = os.path.commonpath([os.path.abspath(os.path.dirname(p) or ".") for p in paths]) if paths else ""
     by_key: Dict[str, List[str]] = {}
     keys_of: Dict[str, List[str]] = {}
@@ -124,7 +137,50 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None) -> Pr
     for qual, defs in raw.items():
         facts = {(qual in is_module, own) for _, own in defs}
         index.classes[qual] = facts.pop() if len(facts) == 1 else None  # two files disagree: unknown
+    if importees:
+        index.script_modules = _script_modules(importees, keys_of, by_key, read)
     return index
+
+
+# a script's entry point
+_MAIN = re.compile(r"""^if[ \t]+(?:__name__[ \t]*==[ \t]*['"]__main__['"]|['"]__main__['"][ \t]*==[ \t]*__name__)""",
+                   re.M)
+
+
+def _script_modules(targets: Tuple[str, ...], keys_of: Dict[str, List[str]], by_key: Dict[str, List[str]],
+                    read) -> Set[str]:
+    """The ``targets`` that some file of the run imports and that only scripts (files with
+    an ``if __name__ == "__main__":`` that do not set ``CUDA_VISIBLE_DEVICES``) import,
+    directly or through a package ``__init__`` that only scripts import in turn."""
+    texts: Dict[str, str] = {}
+
+    def text(path: str) -> str:
+        if path not in texts:
+            try:
+                texts[path] = read(path).decode("utf-8", errors="replace")
+            except OSError:
+                texts[path] = ""
+        return texts[path]
+
+    importers: Dict[str, Set[str]] = {}
+    for path, keys in keys_of.items():
+        body = text(path)
+        for target in list(_imports(body).values()) + _stars(body):
+            for hit in _files_for(target, keys[0], by_key):
+                if hit != path:
+                    importers.setdefault(hit, set()).add(path)
+
+    def script(path: str) -> bool:  # (one that sets CUDA_VISIBLE_DEVICES does so after its imports:
+        body = text(path)              # a question asked as it imports would come first)
+        return _MAIN.search(body) is not None and "CUDA_VISIBLE_DEVICES" not in body
+
+    def only_scripts(path: str, seen: Set[str]) -> bool:
+        found = importers.get(path, set())
+        return bool(found) and all(
+            f in seen or script(f) or (os.path.basename(f) == "__init__.py" and only_scripts(f, seen | {f}))
+            for f in found)
+
+    return {p for p in targets if p in keys_of and only_scripts(p, {p})}
 
 
 def _files_for(dotted: str, own_key: str, by_key: Dict[str, List[str]]) -> List[str]:

@@ -616,14 +616,17 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
                   look: FrozenSet[str] = frozenset()) -> None:
     """The whole-run pass: files whose fixes stayed unsafe only because a receiver was
     not provably torch are looked at again with an index of the classes their imports
-    reach among the run's files (``project``). Only fixes can change, never findings.
+    reach among the run's files (``project``), and files whose fixes would ask about
+    CUDA at a library's module level with whether only the run's scripts import them.
+    Only fixes can change, never findings.
     In ``check``, its results are cached (``cached``: the cache, and the digest of every
     file the first pass read) under the file's digest and the index's own fingerprint:
     a warm run re-analyses nothing."""
     if len(paths) < 2:
         return
     needy = [p for p in paths if any(
-        v.fix is not None and v.fix.applicability is Applicability.UNSAFE and "receiver" in v.fix.blocked_by
+        v.fix is not None and ((v.fix.applicability is Applicability.UNSAFE and "receiver" in v.fix.blocked_by)
+                               or "importers" in v.fix.blocked_by)
         for v in results[p].violations)]
     if not needy:
         return
@@ -639,8 +642,10 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
                 needy.remove(path)
         if not needy:
             return  # a warm run: no index to build
-    project = build_index(paths, read_source, seeds=needy)
-    if not any(project.classes.values()):
+    importees = tuple(p for p in needy if any(v.fix is not None and "importers" in v.fix.blocked_by
+                                              for v in results[p].violations))
+    project = build_index(paths, read_source, seeds=needy, importees=importees)
+    if not any(project.classes.values()) and not project.script_modules:
         if tree is not None:  # nothing the index could prove: the first pass's answers stand
             for path in needy:
                 cache.put(path, "", results[path].violations, whole_run=True, tree=tree)  # type: ignore[union-attr]
@@ -657,7 +662,7 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
                 results[path] = FileResult(path, hit)
                 needy.remove(path)
                 cache.put(path, keys[path], hit, whole_run=True, tree=tree)  # (this tree too, now)
-    again = [Job(p, mode, unsafe, settings, roots=roots, project=project, look=look) for p in needy]
+    again = [Job(p, mode, unsafe, settings, roots=roots, project=project.for_file(p), look=look) for p in needy]
     for result in _process_all(again, jobs):
         if result.path in keys:
             cache.put(result.path, keys[result.path], result.violations, whole_run=True, tree=tree)  # type: ignore[union-attr]

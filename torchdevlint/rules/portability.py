@@ -78,17 +78,26 @@ def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: b
             and not _asks_for_cuda(ctx, site, stops_only))
 
 
-def torch_for_test(ctx: Context, site: CallSite, new_query: bool) -> Tuple[str, List[Edit]]:
+class LibraryLevel(Uninsertable):
+    """The module level of a module that is not a script: what the whole-run index of a
+    CLI run may still allow (``torch_for_test``'s ``whole_run``)."""
+
+
+def torch_for_test(ctx: Context, site: CallSite, new_query: bool,
+                   whole_run: bool = False) -> Tuple[str, List[Edit]]:
     """The name of torch to write ``torch.cuda.is_available()`` with at ``site``, and the
     edits that import it if nothing binds it there. Raises ``Uninsertable`` (the reason)
     at the module level of a module that is not a script (the test would run at every
-    import), in a function TorchScript compiles, and, for a ``new_query`` (one that
-    does not replace a call that initialised CUDA at the same point anyway), at a
-    script's module level when the module sets ``CUDA_VISIBLE_DEVICES``."""
+    import: ``LibraryLevel``) -- unless, ``whole_run``, the run's index says that only
+    the run's scripts import the module (a yacs configuration's defaults: its import is
+    where they start) --, in a function TorchScript compiles, and, for a ``new_query``
+    (one that does not replace a call that initialised CUDA at the same point anyway), at
+    a script's module level when the module sets ``CUDA_VISIBLE_DEVICES``."""
     a = ctx.analysis
     fn = a.enclosing_function(site.scope)
-    if fn is None and not a.devices.is_script:
-        raise Uninsertable(_LIBRARY)
+    if fn is None and not a.devices.is_script and not (
+            whole_run and a.project is not None and a.project.imported_by_scripts):
+        raise LibraryLevel(_LIBRARY)
     if fn is None and new_query:
         hazard = ctx.module_query_hazard(at=site.node)
         if hazard:

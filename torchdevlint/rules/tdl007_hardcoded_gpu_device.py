@@ -13,8 +13,8 @@ from .. import names as N
 from ..analysis import CallSite, compared
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import (Held, guard_statement, held_device, meant_for_gpus, stands_alone, torch_for_test,
-                          unconditional)
+from .portability import (Held, LibraryLevel, guard_statement, held_device, meant_for_gpus, stands_alone,
+                          torch_for_test, unconditional)
 
 
 class HardcodedGpuDevice(Rule):
@@ -436,7 +436,8 @@ class HardcodedGpuDevice(Rule):
                 "                    help='GPUs to use [-1 CPU only] (default: -1)')\n"
                 "args = parser.parse_args()\nprint(args.gpu_ids)\n",
                 "import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
-                "parser.add_argument('--gpu-ids', type=int, default=[0] if torch.cuda.is_available() else [-1], nargs='+',\n"
+                "parser.add_argument('--gpu-ids', type=int, default=[0] if torch.cuda.is_available() else [-1], "
+                "nargs='+',\n"
                 "                    help='GPUs to use [-1 CPU only] (default: -1)')\n"
                 "args = parser.parse_args()\nprint(args.gpu_ids)\n"),
         # a checkpoint restored onto a GPU
@@ -511,9 +512,10 @@ class HardcodedGpuDevice(Rule):
     def _fix(self, ctx: Context, site: CallSite, node: cst.CSTNode, rewrite: "_Rewrite") -> Fix:
         a = ctx.analysis
         try:
-            torch, imports = torch_for_test(ctx, site, new_query=True)
-        except Uninsertable as exc:
-            return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: {exc})")
+            torch, imports = torch_for_test(ctx, site, new_query=True, whole_run=True)
+        except Uninsertable as exc:  # a library's module level: a CLI run's index may allow it
+            return Fix(Applicability.DISPLAY, f"{_MESSAGE} (display only: {exc})",
+                       blocked_by=frozenset({"importers"}) if isinstance(exc, LibraryLevel) else frozenset())
         test, q = f"{torch}.cuda.is_available()", rewrite.quote
         if rewrite.kind in ("literal", "default", "setting"):  # torch.device("cuda:1"), .to("cuda"), device="cuda:0"
             text = f"{q}{rewrite.device}{q} if {test} else {q}cpu{q}"
@@ -543,7 +545,10 @@ class HardcodedGpuDevice(Rule):
         else:  # torch.device("cuda", gpu): the whole call, or the CPU
             text = f"{a.code(node)} if {test} else {a.code(node.func)}({q}cpu{q})"  # type: ignore[attr-defined]
             edit = ctx.replace(node, text if stands_alone(site) else f"({text})")
-        return Fix(Applicability.UNSAFE, _MESSAGE, tuple(imports) + (edit,))
+        message = _MESSAGE
+        if a.enclosing_function(site.scope) is None and not a.devices.is_script:  # (the run's index allowed it)
+            message += " (only the run's scripts import this module: the question runs where they start)"
+        return Fix(Applicability.UNSAFE, message, tuple(imports) + (edit,))
 
 
 _MESSAGE = "Fall back to the CPU when CUDA is not available"

@@ -85,6 +85,16 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
             keys_of[path] = _module_keys(path, base)
             for key in keys_of[path]:
                 by_key.setdefault(key, []).append(path)
+    texts: Dict[str, Optional[str]] = {}  # every file read, once
+
+    def text_of(path: str) -> Optional[str]:
+        if path not in texts:
+            try:
+                texts[path] = read(path).decode("utf-8", errors="replace")
+            except OSError:
+                texts[path] = None
+        return texts[path]
+
     queue: List[Tuple[str, int]] = [(p, 0) for p in (seeds if seeds is not None else list(keys_of))]
     seen: Set[str] = set()
     files: List[Tuple[List[str], Dict[str, str], List[Tuple[str, List[str], bool]]]] = []
@@ -93,9 +103,8 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
         if path in seen or path not in keys_of:
             continue
         seen.add(path)
-        try:
-            text = read(path).decode("utf-8", errors="replace")
-        except OSError:
+        text = text_of(path)
+        if text is None:
             continue
         imports = _imports(text)
         classes = _classes(text) if "class " in text else []
@@ -138,7 +147,7 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
         facts = {(qual in is_module, own) for _, own in defs}
         index.classes[qual] = facts.pop() if len(facts) == 1 else None  # two files disagree: unknown
     if importees:
-        index.script_modules = _script_modules(importees, keys_of, by_key, read)
+        index.script_modules = _script_modules(importees, keys_of, by_key, lambda p: text_of(p) or "")
     return index
 
 
@@ -148,20 +157,11 @@ _MAIN = re.compile(r"""^if[ \t]+(?:__name__[ \t]*==[ \t]*['"]__main__['"]|['"]__
 
 
 def _script_modules(targets: Tuple[str, ...], keys_of: Dict[str, List[str]], by_key: Dict[str, List[str]],
-                    read) -> Set[str]:
+                    text) -> Set[str]:
     """The ``targets`` that some file of the run imports and that only scripts (files with
     an ``if __name__ == "__main__":`` that do not set ``CUDA_VISIBLE_DEVICES``) import,
-    directly or through a package ``__init__`` that only scripts import in turn."""
-    texts: Dict[str, str] = {}
-
-    def text(path: str) -> str:
-        if path not in texts:
-            try:
-                texts[path] = read(path).decode("utf-8", errors="replace")
-            except OSError:
-                texts[path] = ""
-        return texts[path]
-
+    directly or through a package ``__init__`` that only scripts import in turn
+    (``text(path)``: a file's text)."""
     importers: Dict[str, Set[str]] = {}
     for path, keys in keys_of.items():
         body = text(path)
@@ -170,8 +170,10 @@ def _script_modules(targets: Tuple[str, ...], keys_of: Dict[str, List[str]], by_
                 if hit != path:
                     importers.setdefault(hit, set()).add(path)
 
-    def script(path: str) -> bool:  # (one that sets CUDA_VISIBLE_DEVICES does so after its imports:
-        body = text(path)              # a question asked as it imports would come first)
+    # one that sets CUDA_VISIBLE_DEVICES does so after its imports: a question asked as
+    # they run would come first, and the variable would hide no GPU any more
+    def script(path: str) -> bool:
+        body = text(path)
         return _MAIN.search(body) is not None and "CUDA_VISIBLE_DEVICES" not in body
 
     def only_scripts(path: str, seen: Set[str]) -> bool:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+import re
+from typing import Iterable
 
 import libcst as cst
 
@@ -28,8 +29,9 @@ class LoadWithoutMapLocation(Rule):
     # the gate on the code: a call of one of the loaders that passes no map_location
     needs = (tuple(f"nomap@{position}:{q}" for q, position in LOADERS.items()),)
     fixable = "sometimes"
-    fix_summary = ('`map_location=<device in scope>`, `"cpu"` for state dicts and CPU-only scripts, or a '
-                   'script\'s device (unsafe); display in library modules')
+    fix_summary = ('`map_location=<device in scope>`, `"cpu"` where what it loads only reaches '
+                   '`load_state_dict` (filtered, copied) and in CPU-only scripts, or a script\'s device (unsafe); '
+                   'else display in library modules')
     what = """
         `torch.load`, `torch.jit.load` and `torch.hub.load_state_dict_from_url` called
         without `map_location` (neither by keyword nor in its position), and without
@@ -54,13 +56,16 @@ class LoadWithoutMapLocation(Rule):
         Always **unsafe**: where the tensors land changes on purpose. With a device bound
         in scope (the names TDL004 recognises), `map_location=<that device>`. Without
         one, `map_location="cpu"` where the result only feeds `load_state_dict`
-        (directly, an entry of it, `torch.load(p)["state_dict"]`, or through a name used
-        only there, but for its metadata: a membership test `'version' in ckpt`, an
-        entry read by its key for a message,
-        `print(ckpt['version'])`, `f"{ckpt['epoch']}"`, or into a name that only
-        messages use, `saved_version = ckpt['version']`): `load_state_dict` copies into
-        the model's own tensors wherever they live, so the CPU detour changes nothing
-        but the peak GPU memory. Otherwise, in a script that places work on the GPU
+        (directly, an entry of it, `torch.load(p)["state_dict"]`, or through the names,
+        entries, copies and loops it flows into: the usual filtering of pretrained
+        weights, `{k: v for k, v in sd.items() if k in model_dict}` then
+        `model_dict.update(...)`, a loop that strips `module.` into an `OrderedDict`),
+        all of whose other uses only look at it: a membership test `'version' in ckpt`,
+        its keys, length, a tensor's shape, an entry dropped (`sd.pop(k)`), a message
+        (`print(ckpt['version'])`, `f"{ckpt['epoch']}"`, a name only messages use), or
+        a counter the checkpoint keeps (`start_epoch = ckpt['epoch'] + 1`, a Python
+        int): `load_state_dict` copies into the model's own tensors wherever they live,
+        so the CPU detour changes nothing but the peak GPU memory. Otherwise, in a script that places work on the GPU
         itself (a bare `.cuda()`, a legacy CUDA type), `map_location=device` with the
         device defined where the script starts (the one definition TDL001 and TDL005
         use, CPU fallback included): the checkpoint lands on the device the script
@@ -124,7 +129,26 @@ class LoadWithoutMapLocation(Rule):
                 "import torch\n\n\ndef load(gan, path):\n    data = torch.load(path, map_location=\"cpu\")\n    try:\n"
                 "        gan.load_state_dict(data['GAN'])\n    except Exception:\n"
                 "        saved = data['version']\n        print(f'saved by version {saved}')\n        raise\n"),
-        # ... but an entry the code goes on with (display: no device is bound here)
+        # the filtering of pretrained weights (in a library module too), and a counter
+        Example("import torch\n\n\ndef load_pretrained(model, path):\n    pretrained = torch.load(path)\n"
+                "    model_dict = model.state_dict()\n"
+                "    pretrained = {k: v for k, v in pretrained.items() if model_dict[k].shape == v.shape}\n"
+                "    model_dict.update(pretrained)\n    model.load_state_dict(model_dict)\n",
+                "import torch\n\n\ndef load_pretrained(model, path):\n"
+                "    pretrained = torch.load(path, map_location=\"cpu\")\n"
+                "    model_dict = model.state_dict()\n"
+                "    pretrained = {k: v for k, v in pretrained.items() if model_dict[k].shape == v.shape}\n"
+                "    model_dict.update(pretrained)\n    model.load_state_dict(model_dict)\n"),
+        Example("import torch\n\n\ndef resume(model, path):\n    ckpt = torch.load(path)\n"
+                "    model.load_state_dict(ckpt['model'])\n    return ckpt['epoch'] + 1\n",
+                "import torch\n\n\ndef resume(model, path):\n    ckpt = torch.load(path, map_location=\"cpu\")\n"
+                "    model.load_state_dict(ckpt['model'])\n    return ckpt['epoch'] + 1\n"),
+        # ... but a tensor that goes elsewhere, or the checkpoint itself returned (display)
+        Example("import torch\n\n\ndef load(model, path):\n    sd = torch.load(path)\n    for k, v in sd.items():\n"
+                "        model.register_buffer(k, v)\n    model.load_state_dict(sd)\n", None),
+        Example("import torch\n\n\ndef load(model, path):\n    ckpt = torch.load(path)\n"
+                "    model.load_state_dict(ckpt['state_dict'])\n    return ckpt\n", None),
+        # ... an entry the code goes on with (display: no device is bound here)
         Example("import torch\n\n\ndef load(gan, path):\n    data = torch.load(path)\n    print(data['version'])\n"
                 "    gan.load_state_dict(data['GAN'])\n    return data['ema']\n", None),
         Example("import torch\n\n\ndef load(gan, path):\n    data = torch.load(path)\n    ema = data['ema']\n"
@@ -183,39 +207,24 @@ def _has_map_location(call: cst.Call, position: int) -> bool:
 
 
 def _feeds_only_load_state_dict(a, site: CallSite) -> bool:
-    """``m.load_state_dict(torch.load(p))`` (or an entry of it, ``torch.load(p)["model"]``),
-    or ``sd = torch.load(p)`` where every later use of ``sd`` in the scope is
-    ``x.load_state_dict(sd)`` / ``x.load_state_dict(sd[k])``."""
-    parent = site.parent
-    if parent is not None and any(_entry_of(arg.value) is site.node and arg.keyword is None
-                                  for arg in parent.node.args):
-        return _is_load_state_dict(parent.node)
-    line = site.line
-    if line is None or len(line.body) != 1 or not isinstance(line.body[0], cst.Assign):
-        return False
-    assign = line.body[0]
-    if assign.value is not site.node or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
-        return False
-    name = assign.targets[0].target.value
+    """Whether what ``site`` loads reaches ``load_state_dict`` and nothing else that keeps
+    or computes with it (see ``_StateDictFlow``), in the function that loads it (or the
+    module, at module level)."""
     fn = a.enclosing_function(site.scope)
-    body = fn.node if fn is not None else a.module
-    uses = _Uses(name, body)
-    walk(body, uses)
-    return uses.feeding > 0 and uses.other == 1  # the assignment's own target is the one other
+    return _StateDictFlow(site.node, fn.node if fn is not None else a.module).only_load_state_dict()
 
 
-def _entry_of(value: cst.BaseExpression) -> cst.BaseExpression:
-    """What ``value`` reads entries of (``x`` of ``x["model"]["ema"]``), or ``value``."""
-    while isinstance(value, cst.Subscript):
-        value = value.value
-    return value
-
-
-def _is_load_state_dict(call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict"
-
-
-_MESSAGES = frozenset({"print", "debug", "info", "warning", "warn", "error", "log", "write"})
+_MESSAGES = frozenset({"print", "debug", "info", "warning", "warn", "error", "log", "write", "format"})
+# what an entry or a tensor of a checkpoint may be asked without keeping it: its shape, its
+# keys (names), its length
+_INSPECTIONS = frozenset({"shape", "size", "dtype", "numel", "dim", "ndim", "keys"})
+# what gives more of the checkpoint: ``ckpt.items()``, ``sd.copy()``, a pickled model's
+# ``.module`` and ``.state_dict()``
+_DERIVATIONS = frozenset({"items", "values", "copy", "get", "pop", "state_dict"})
+_COPIES = frozenset({"dict", "OrderedDict"})
+# a checkpoint's own entry by such a key is a counter (a Python int), wherever it goes:
+# ``start_epoch = ckpt["epoch"] + 1``, ``return ckpt["iteration"]``
+_COUNTER_KEY = re.compile(r"(?:^|_)(?:epochs?|iters?|iterations?|steps?|global_step|version)$", re.I)
 
 
 def _called(call: cst.Call) -> str:
@@ -224,101 +233,169 @@ def _called(call: cst.Call) -> str:
     return func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
 
 
-class _Uses(cst.CSTVisitor):
-    """Counts the uses of a name inside ``load_state_dict(...)`` arguments (bare or
-    subscripted) and everywhere else but where a checkpoint's metadata is read: a
-    membership test (``'version' in ckpt``), an entry read by its key for a message
-    (``print(ckpt['version'])``, ``f"{ckpt['epoch']}"``, ``logger.info(...)``), or into
-    a name that only messages use, if any (``saved_version = ckpt['version']``, for the
-    message of a failed load: lightweight-gan's resume)."""
+def _is_load_state_dict(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict"
 
-    def __init__(self, name: str, body: cst.CSTNode):
-        self.name, self.body = name, body
-        self.feeding = 0
-        self.other = 0
-        self._ok: set = set()  # ids of the Name nodes that are state-dict arguments
 
-    def visit_Call(self, node: cst.Call) -> Optional[bool]:
-        if _is_load_state_dict(node):
-            for arg in node.args:
-                value = _entry_of(arg.value)
-                if isinstance(value, cst.Name) and value.value == self.name and arg.keyword is None:
-                    self.feeding += 1
-                    self._ok.add(id(value))
-        if _called(node) in _MESSAGES:
-            for arg in node.args:
-                walk(arg.value, _KeyReads(self.name, self._ok))
+class _StateDictFlow(cst.CSTVisitor):
+    """Follows what one ``torch.load`` call returns through a function body: the names it
+    is bound to, entries (``ckpt["state_dict"]``), derivations (``.items()``, ``.copy()``,
+    ``OrderedDict(sd)``, a pickled model's ``.module`` and ``.state_dict()``), the loop
+    variables and dict comprehensions over its items, the dicts they are stored into
+    (``new[k] = v``, ``model_dict.update(pretrained)``): the usual filtering of pretrained
+    weights,
+
+        pretrained = torch.load(path)
+        model_dict = model.state_dict()
+        pretrained = {k: v for k, v in pretrained.items() if k in model_dict}
+        model_dict.update(pretrained)
+        model.load_state_dict(model_dict)
+
+    Each use must end in ``load_state_dict`` (a sink), or only look at it: a membership
+    test, its keys, length, a tensor's shape or dtype, a message (``print``, a logger,
+    an f-string), a ``pop``/``del`` of an entry. Anything else (returned, stored on an
+    object, computed with, moved) escapes, and the CPU is no longer a free choice.
+    Names are followed wherever they occur in the body, before or after: a name bound to
+    something else elsewhere only adds uses, so the answer errs on the side of "escapes"."""
+
+    def __init__(self, start: cst.Call, body: cst.CSTNode):
+        self.start, self.body = start, body
+        self.names: set = set()
+        self.roots: set = set()  # the names bound to the loaded object itself
+        self.sinks = self.escapes = 0
+        self.stack: list = []
+
+    def only_load_state_dict(self) -> bool:
+        while True:
+            known = len(self.names)
+            self.sinks = self.escapes = 0
+            self.stack = []
+            walk(self.body, self)
+            if len(self.names) == known:
+                return self.sinks > 0 and self.escapes == 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node is self.start or (isinstance(node, cst.Name) and node.value in self.names and self._is_use(node)):
+            if not self._follow(node):
+                self.escapes += 1
+        self.stack.append(node)
         return True
 
-    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
-        walk(node.expression, _KeyReads(self.name, self._ok))
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        target = node.targets[0].target if len(node.targets) == 1 else None
-        if isinstance(target, cst.Name) and target.value != self.name:
-            reads = _KeyReads(self.name, set())
-            walk(node.value, reads)
-            if isinstance(node.value, cst.Subscript) and reads.ok:
-                messages = _MessageUses(target.value)
-                walk(self.body, messages)
-                if messages.assigned == 1 and messages.other == 0:
-                    self._ok |= reads.ok
+    def _is_use(self, name: cst.Name) -> bool:
+        """Not a binding of the name, nor an attribute, keyword or parameter spelled so."""
+        parent = self.stack[-1] if self.stack else None
+        if isinstance(parent, cst.Attribute) and parent.attr is name:
+            return False
+        if isinstance(parent, (cst.Arg, cst.Param, cst.AssignTarget, cst.AsName, cst.ImportAlias,
+                               cst.FunctionDef, cst.ClassDef, cst.Global, cst.Nonlocal)) \
+                and getattr(parent, "value", None) is not name:
+            return False
+        for i, node in enumerate(self.stack):  # a loop's or comprehension's target
+            if isinstance(node, (cst.For, cst.CompFor)) and i + 1 < len(self.stack) \
+                    and self.stack[i + 1] is node.target:
+                return False
+        return True
 
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        for target in node.comparisons:
-            value = target.comparator
-            if isinstance(target.operator, (cst.In, cst.NotIn)) and isinstance(value, cst.Name) \
-                    and value.value == self.name:
-                self._ok.add(id(value))
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value == self.name and id(node) not in self._ok:
-            self.other += 1
-
-    def visit_Attribute(self, node: cst.Attribute) -> Optional[bool]:
-        walk(node.value, self)  # `x.name` is an attribute, not a use of the name
+    def _follow(self, node: cst.CSTNode) -> bool:
+        """Climbs from a use through entries and derivations; True where it ends well."""
+        if any(isinstance(n, cst.FormattedStringExpression)
+               or (isinstance(n, cst.Call) and _called(n) in _MESSAGES and n.func not in self.stack)
+               for n in self.stack):
+            return True  # in a message
+        expr, kind, i = node, "dict", len(self.stack) - 1
+        while i >= 0:
+            parent = self.stack[i]
+            if isinstance(parent, cst.Subscript) and parent.value is expr:
+                if self._is_root(expr) and _counter_entry(parent):
+                    return True
+                expr, kind, i = parent, "dict", i - 1
+            elif isinstance(parent, cst.Attribute) and parent.value is expr:
+                attr = parent.attr.value
+                call = self.stack[i - 1] if i >= 1 else None
+                if attr in _INSPECTIONS:
+                    return True
+                if attr == "module":
+                    expr, kind, i = parent, "dict", i - 1
+                elif isinstance(call, cst.Call) and call.func is parent and attr in _DERIVATIONS:
+                    expr, kind, i = call, attr, i - 2
+                else:
+                    return isinstance(call, cst.Call) and call.func is parent and attr == "update"
+            elif isinstance(parent, cst.DictComp) and parent.value is expr:
+                expr, kind, i = parent, "dict", i - 1
+            elif isinstance(parent, cst.Arg) and i >= 1:
+                return self._argument(parent, self.stack[i - 1], i - 2)
+            else:
+                return self._context(parent, expr, kind)
         return False
 
+    def _argument(self, arg: cst.Arg, call: cst.Call, i: int) -> bool:
+        """A use as ``arg`` of ``call`` (whose parent is ``self.stack[i]``)."""
+        func = call.func
+        if _is_load_state_dict(call) and (arg.keyword is None or arg.keyword.value == "state_dict"):
+            self.sinks += 1
+            return True
+        if _called(call) in _COPIES and arg.keyword is None:  # OrderedDict(sd): more of it
+            return self._follow_from(call, i)
+        if isinstance(func, cst.Name) and func.value in ("len", "isinstance"):
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value == "update" and isinstance(func.value, cst.Name):
+            self.names.add(func.value.value)  # model_dict.update(pretrained): it holds them now
+            return True
+        return False
 
-class _KeyReads(cst.CSTVisitor):
-    """Marks ``name['key']`` reads (a string key) as harmless: metadata for a message."""
+    def _is_root(self, expr: cst.CSTNode) -> bool:
+        return expr is self.start or (isinstance(expr, cst.Name) and expr.value in self.roots)
 
-    def __init__(self, name: str, ok: set):
-        self.name, self.ok = name, ok
+    def _follow_from(self, node: cst.CSTNode, i: int) -> bool:
+        stack, self.stack = self.stack, self.stack[:i + 1]
+        try:
+            return self._follow(node)
+        finally:
+            self.stack = stack
 
-    def visit_Subscript(self, node: cst.Subscript) -> None:
-        if isinstance(node.value, cst.Name) and node.value.value == self.name and all(
-                isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.SimpleString) for e in node.slice):
-            self.ok.add(id(node.value))
+    def _context(self, parent: cst.CSTNode, expr, kind: str) -> bool:
+        if isinstance(parent, cst.Assign) and parent.value is expr:
+            for target in parent.targets:
+                bound = target.target
+                if isinstance(bound, cst.Subscript) and isinstance(bound.value, cst.Name):
+                    bound = bound.value  # new_state_dict[k] = v
+                if not isinstance(bound, cst.Name):
+                    return False
+                self.names.add(bound.value)
+                if expr is self.start:
+                    self.roots.add(bound.value)
+            return True
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is expr:
+            return self._loop_target(parent.target, kind)
+        if isinstance(parent, cst.AssignTarget) and isinstance(expr, cst.Subscript):
+            return True  # new_state_dict[k] = ...: an entry written
+        if isinstance(parent, (cst.If, cst.While, cst.IfExp)) and parent.test is expr:
+            return True  # if ckpt:
+        if isinstance(parent, cst.ComparisonTarget) and parent.comparator is expr:
+            return isinstance(parent.operator, (cst.In, cst.NotIn, cst.Is, cst.IsNot))
+        if isinstance(parent, cst.Comparison) and parent.left is expr:
+            return all(isinstance(t.operator, (cst.Is, cst.IsNot)) for t in parent.comparisons)
+        return isinstance(parent, (cst.Expr, cst.Del))  # sd.pop('fc.weight'), del sd[k]
 
-
-class _MessageUses(cst.CSTVisitor):
-    """How often a name is bound (``assigned``), and used other than in a message's
-    arguments or an f-string's expression (``other``)."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.assigned = self.other = 0
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> Optional[bool]:
-        if isinstance(node.target, cst.Name) and node.target.value == self.name:
-            self.assigned += 1
+    def _loop_target(self, target: cst.BaseExpression, kind: str) -> bool:
+        if kind == "values" and isinstance(target, cst.Name):
+            self.names.add(target.value)
+        elif kind == "items":
+            if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2
+                    and isinstance(target.elements[1].value, cst.Name)):
+                return False
+            self.names.add(target.elements[1].value.value)  # for k, v in sd.items(): v
+        elif kind != "dict":  # keys only; anything else is unknown
             return False
         return True
 
-    def visit_Call(self, node: cst.Call) -> Optional[bool]:
-        if _called(node) in _MESSAGES:
-            walk(node.func, self)
-            return False  # its arguments are the message
-        return True
 
-    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> Optional[bool]:
+def _counter_entry(subscript: cst.Subscript) -> bool:
+    """``ckpt["epoch"]``, ``ckpt['global_step']``: a string key that names a counter."""
+    if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
         return False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value == self.name:
-            self.other += 1
-
-    def visit_Attribute(self, node: cst.Attribute) -> Optional[bool]:
-        walk(node.value, self)  # `x.name` is an attribute, not a use of the name
-        return False
+    key = subscript.slice[0].slice.value
+    return isinstance(key, cst.SimpleString) and bool(_COUNTER_KEY.search(key.evaluated_value))

@@ -309,7 +309,10 @@ def test_a_ddp_program_on_nccl_runs_on_the_cpu_after_a_migration(tmp_path):
                  '        loss = ddp_model(torch.randn(20, 10).to("cuda" if torch.cuda.is_available() else "cpu"))'
                  '.pow(2).mean()\n'):
         assert line in text, text
-    after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    for _ in range(3):  # the CPU build's gloo now and then aborts a rank as its group is torn down
+        after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+        if "terminate called without an active exception" not in after.stderr:
+            break
     assert after.returncode == 0 and after.stdout == "trained (5, 10) BatchNorm1d\n", after.stderr
     assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""
 

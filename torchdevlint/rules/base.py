@@ -212,7 +212,7 @@ class Context:
             lines = [f"# the device of `.cuda()`; for a CPU fallback: {fallback}", f'{name} = {torch}.device("cuda")']
         else:
             lines = [f"{name} = {fallback}"]
-        hazard = self.module_query_hazard()
+        after, hazard = self.module_query_place(anchor)
         if hazard:  # a write this process makes must come before any CUDA query
             return None, [], hazard
         if not exact and not a.devices.is_script and not self._initialises_at_import(anchor):
@@ -225,10 +225,66 @@ class Context:
             return name, [self._lines_at(a.first_line(first), first, lines)], (
                 "a device defined where the script starts (falls back to the CPU)")
         try:
-            edits = self.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None)
+            edits = self.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None, after=after)
         except Uninsertable as exc:
             return None, [], str(exc)
         return name, edits, "a device defined where the script starts (falls back to the CPU)"
+
+    def module_query_place(self, anchor: int) -> Tuple[Optional[cst.CSTNode], Optional[str]]:
+        """Where module-level lines that query CUDA may go for a first use at ``anchor``:
+        (None, None) where the module writes no ``CUDA_VISIBLE_DEVICES``; (the top-level
+        statement they must follow, None) where every write is module-level code above
+        the first use (``os.environ['CUDA_VISIBLE_DEVICES'] = args.gpu_id`` once the
+        options are parsed, as pytorch-classification's scripts do): after the last, the
+        query sees the variable; else (None, why not)."""
+        hazard = self.module_query_hazard()
+        if hazard is None:
+            return None, None
+        after = self._after_module_writes(anchor)
+        return (after, None) if after is not None else (None, hazard)
+
+    def function_query_place(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """Where lines that query CUDA may go for a use at ``node`` in a function that
+        writes ``CUDA_VISIBLE_DEVICES`` itself (``def main(): args = parse_args();
+        os.environ['CUDA_VISIBLE_DEVICES'] = args.gpu_id; ...``): the statement of that
+        function's body that holds ``node``, where every write of the module is in the
+        same body above it -- lines placed before it run after the writes. Else None."""
+        a = self.analysis
+        process = a.process
+        writes = process.env_writes
+        owners = {process.owner_node(w.node) for w in writes}
+        fn = next(iter(owners)) if len(owners) == 1 else None
+        if not isinstance(fn, cst.FunctionDef) or not isinstance(fn.body, cst.IndentedBlock):
+            return None
+        body = list(fn.body.body)
+        ends = [a.range(stmt).end.line for stmt in body]
+
+        def holder(line: int) -> int:
+            return next((i for i, end in enumerate(ends) if end >= line), len(body))
+
+        use = holder(self.start(node)[0])
+        if use >= len(body) or a.first_line(body[0]) > self.start(node)[0] \
+                or any(holder(self.start(w.node)[0]) >= use for w in writes):
+            return None
+        return body[use]
+
+    def _after_module_writes(self, anchor: int) -> Optional[cst.CSTNode]:
+        a = self.analysis
+        process = a.process
+        body = list(a.module.body)
+        use = _top_level_index(a, anchor)
+        last = -1
+        for write in process.env_writes:
+            if process.owner_node(write.node) is not None:
+                return None  # written when a function runs
+            line = self.start(write.node)[0]
+            index = next((i for i, stmt in enumerate(body) if a.range(stmt).end.line >= line), len(body))
+            if index >= use:
+                return None
+            last = max(last, index)
+        if last < 0 or isinstance(body[last], (cst.FunctionDef, cst.ClassDef)):
+            return None
+        return body[last]
 
     def _initialises_at_import(self, anchor: int) -> bool:
         """Whether the module's import asks CUDA anyway where the use at ``anchor`` is: a
@@ -261,6 +317,10 @@ class Context:
         while i + 1 < len(block) and _is_import_line(block[i + 1]):
             i += 1
         return [self._lines_at(self.analysis.range(block[i]).end.line + 1, line, lines)]
+
+    def lines_before(self, stmt: cst.CSTNode, lines: List[str]) -> Edit:
+        """``lines`` inserted before the statement ``stmt``, at its indentation."""
+        return self._lines_at(self.analysis.first_line(stmt), stmt, lines)
 
     def _lines_at(self, row: int, like: cst.CSTNode, lines: List[str]) -> Edit:
         """``lines`` inserted before line ``row``, at the indentation of the statement ``like``."""
@@ -395,17 +455,19 @@ class Context:
             return in_guard[0], []
         return "torch", self.insert_module_lines([], site.order, need_torch=True)
 
-    def insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool) -> List[Edit]:
+    def insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool,
+                            after: Optional[cst.CSTNode] = None) -> List[Edit]:
         """Insert lines at module level where they run before the first use (at order
         ``anchor``) and after the unconditional import that binds torch: after the
         imports that precede the first use, or just after ``import torch`` when that
-        comes later. Raises ``Uninsertable`` when no such place exists. Every fix of a
-        module asks for the same insertion: it is computed once."""
-        key = (tuple(lines), anchor, need_torch)
+        comes later; after the top-level statement ``after`` where one is given. Raises
+        ``Uninsertable`` when no such place exists. Every fix of a module asks for the
+        same insertion: it is computed once."""
+        key = (tuple(lines), anchor, need_torch, after)
         cache = self.analysis.memo.setdefault("insert_module_lines", {})
         if key not in cache:
             try:
-                cache[key] = self._insert_module_lines(lines, anchor, need_torch)
+                cache[key] = self._insert_module_lines(lines, anchor, need_torch, after)
             except Uninsertable as exc:
                 cache[key] = exc
         found = cache[key]
@@ -413,7 +475,8 @@ class Context:
             raise found
         return list(found)
 
-    def _insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool) -> List[Edit]:
+    def _insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool,
+                             after: Optional[cst.CSTNode]) -> List[Edit]:
         a = self.analysis
         module = a.module
         newline = module.default_newline
@@ -437,6 +500,8 @@ class Context:
                                    "split the line first")
             if insert_after is None or body.index(insert_after) < torch_index:
                 insert_after = torch_stmt  # never above the import that binds torch
+        if after is not None and (insert_after is None or body.index(insert_after) < body.index(after)):
+            insert_after = after
         if need_torch:
             lines = ["import torch"] + lines
         text = "".join(line + newline for line in lines)

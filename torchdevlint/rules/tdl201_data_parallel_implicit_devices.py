@@ -104,6 +104,30 @@ class DataParallelImplicitDevices(Rule):
             "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
             "model = nn.DataParallel(nn.Linear(2, 2).to(primary_device), device_ids=device_ids)\n",
         ),
+        # the script's own CUDA_VISIBLE_DEVICES write comes first: the GPUs are asked for after it
+        Example(
+            "import os\nimport torch\nimport torch.nn as nn\nos.environ['CUDA_VISIBLE_DEVICES'] = '0,1'\n"
+            "model = nn.DataParallel(nn.Linear(2, 2)).cuda()\n",
+            "import os\nimport torch\nimport torch.nn as nn\nos.environ['CUDA_VISIBLE_DEVICES'] = '0,1'\n"
+            "device_ids = list(range(torch.cuda.device_count()))\n"
+            'primary_device = torch.device("cuda", device_ids[0]) if device_ids else torch.device("cpu")\n'
+            "model = nn.DataParallel(nn.Linear(2, 2).to(primary_device), device_ids=device_ids)\n",
+        ),
+        Example(
+            "import os\nimport torch\nimport torch.nn as nn\n\n\ndef main(gpus):\n"
+            "    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\n    model = nn.DataParallel(nn.Linear(2, 2)).cuda()\n",
+            "import os\nimport torch\nimport torch.nn as nn\n\n\ndef main(gpus):\n"
+            "    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\n"
+            "    device_ids = list(range(torch.cuda.device_count()))\n"
+            '    primary_device = torch.device("cuda", device_ids[0]) if device_ids else torch.device("cpu")\n'
+            "    model = nn.DataParallel(nn.Linear(2, 2).to(primary_device), device_ids=device_ids)\n",
+        ),
+        # ... but a write after the wrap: a question first would freeze it (display)
+        Example(
+            "import os\nimport torch\nimport torch.nn as nn\n\n\ndef main(gpus):\n"
+            "    model = nn.DataParallel(nn.Linear(2, 2)).cuda()\n    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\n",
+            None,
+        ),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -114,6 +138,10 @@ class DataParallelImplicitDevices(Rule):
         anchor = min(w.wrap.order for w in wraps)
         changes_device = bool(a.set_device_sites) or any(
             s.in_device_context for s in a.calls)
+        # a function that sets CUDA_VISIBLE_DEVICES itself and wraps after it: the lines
+        # that ask CUDA go there, once, before the first wrap
+        places = [ctx.function_query_place(w.wrap.node) for w in wraps] if a.torch_alias is not None else [None]
+        local = min(places, key=lambda p: a.first_line(p)) if all(places) else None
         for wrap in wraps:
             if wrap.literal_ids is not None:
                 ids = ", ".join(map(str, wrap.literal_ids)) or ""
@@ -123,7 +151,7 @@ class DataParallelImplicitDevices(Rule):
                            f"current device, not cuda:{first}: forward fails unless they match; "
                            "move the module to device_ids[0] before wrapping (or use DistributedDataParallel)")
             else:
-                fix = self._fix(ctx, wrap, anchor, changes_device)
+                fix = self._fix(ctx, wrap, anchor, changes_device, local)
                 message = ("`DataParallel` without `device_ids` moved with `.cuda()` (or `.to(\"cuda\")`): it "
                            "spreads over every visible GPU and needs the module on device_ids[0], but the move "
                            "picks the current device; make `device_ids` explicit and move the module before "
@@ -169,7 +197,8 @@ class DataParallelImplicitDevices(Rule):
             return [ctx.replace(wrap.move.node, new_call)]
         return [ctx.replace(call, new_call), ctx.cuda_to_device(wrap.move.node, target)]
 
-    def _fix(self, ctx: Context, wrap: DataParallelWrap, anchor: int, changes_device: bool) -> Fix:
+    def _fix(self, ctx: Context, wrap: DataParallelWrap, anchor: int, changes_device: bool,
+             local: Optional[cst.CSTNode]) -> Fix:
         a = ctx.analysis
         module_arg = wrap.wrap.keyword("module") or wrap.wrap.positional(0)
         if module_arg is None:
@@ -179,8 +208,12 @@ class DataParallelImplicitDevices(Rule):
         torch = a.torch_alias or "torch"
         lines = [f"{ids} = list(range({torch}.cuda.device_count()))",
                  f'{primary} = {torch}.device("cuda", {ids}[0]) if {ids} else {torch}.device("cpu")']
+        after, hazard = ctx.module_query_place(anchor)
         try:
-            edits: List[Edit] = ctx.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None)
+            if hazard and local is not None:  # after the function's own CUDA_VISIBLE_DEVICES write,
+                hazard, edits = None, [ctx.lines_before(local, lines)]  # asked when the function runs
+            else:
+                edits = ctx.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None, after=after)
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"Not rewritten: {exc}")
         edits += self._moved(ctx, wrap, primary, ids)
@@ -193,8 +226,7 @@ class DataParallelImplicitDevices(Rule):
         # without GPUs the rewrite runs on the CPU where `.cuda()` failed: a behaviour change
         reasons.insert(0, "falls back to the CPU without GPUs")
         applicability = Applicability.UNSAFE
-        hazard = ctx.module_query_hazard()
-        if hazard is None and a.devices.entry_point(anchor) is None:
+        if hazard is None and local is None and a.devices.entry_point(anchor) is None:
             hazard = ("this looks like a library module: the inserted `device_count()` would query "
                       "CUDA at import in every importer")
         if hazard:  # the inserted device_count() would run at import

@@ -36,6 +36,10 @@ from .process import _is_main_guard
 _BINDING_LAUNCHERS = N.BINDING_LAUNCHERS
 _LAUNCHERS = N.LAUNCHERS
 # Names that hold a configuration, whose ``.device`` is a device the user chose.
+# a function that keeps a tensor on the CPU (``feats[-1] = feats[-1].cpu()``, ``hr =
+# hr.cpu()``: BasicVSR++'s cpu_cache) moves between host and GPU on purpose; its inputs
+# may be on the CPU, and a bare `.cuda()` there brings data back to the GPU
+_KEEPS_ON_CPU = re.compile(r"(?m)^[ \t]*[\w.\[\]'\"-]+[ \t]*=[ \t]*[^=\n]*\.cpu\(\)[ \t]*(?:#.*)?$")
 _CONFIG_NAMES = N.CONFIG_NAMES
 
 
@@ -628,6 +632,8 @@ class DeviceFacts:
         if not params:
             return None
         body = a.code(fn.node)
+        if _KEEPS_ON_CPU.search(body):  # an offload: the inputs may be on the CPU on purpose
+            return None
         asked = [p for p in params
                  if re.search(rf"\b{re.escape(p)}\.(?:device\b|is_cuda\b|get_device\(|new_(?:zeros|ones|empty|full|tensor)\()", body)]
         if not asked:  # the new tensor is made from a tensor input: torch.tensor(y.size(0)).cuda()

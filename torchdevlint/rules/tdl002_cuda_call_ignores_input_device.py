@@ -27,7 +27,10 @@ class CudaCallIgnoresInputDevice(Rule):
         next(model.parameters()).is_cuda: input = input.cuda()`, as model-complexity
         counters and vocoders write it; one conjunct of an `and`, no `or`, no `not`): the
         code moves there *because* that tensor is on a GPU. Not a flag of an object
-        (`if self.is_cuda:`, `if args.is_cuda:`).
+        (`if self.is_cuda:`, `if args.is_cuda:`), nor, for an input the function asks, in
+        a function that keeps tensors on the CPU itself (`feats[-1] = feats[-1].cpu()`,
+        BasicVSR++'s `cpu_cache`): there the inputs may be on the CPU on purpose, and
+        `.cuda()` brings data back to the GPU (a bare `.cuda()`, TDL001).
     """
     why = """
         The input is on the device the caller chose; `.cuda()` sends the new tensor to
@@ -60,6 +63,10 @@ class CudaCallIgnoresInputDevice(Rule):
         "            self.thresholds = self.thresholds.cuda()\n",
         "import torch\ndef f(model, n):\n    x = torch.rand(n)\n    if not next(model.parameters()).is_cuda:\n"
         "        x = x.cuda()\n    return x\n",
+        # an offload: the function keeps tensors on the CPU, `.cuda()` brings them back
+        "import torch\ndef propagate(feats, flows, cpu_cache):\n    prop = flows.new_zeros(2)\n"
+        "    for i in range(len(feats)):\n        if cpu_cache:\n            prop = prop.cuda()\n"
+        "        prop = prop + feats[i]\n        if cpu_cache:\n            feats[i] = prop.cpu()\n    return feats\n",
     )
     INVALID = (
         Example(

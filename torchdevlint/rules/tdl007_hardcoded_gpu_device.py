@@ -136,6 +136,13 @@ class HardcodedGpuDevice(Rule):
     """
     VALID = (
         'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
+        # DDP's device list that is None for a module on the CPU (Lightning's DDP strategy, ignite's tests)
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nx = torch.zeros(1).cuda()\n"
+        "def wrap(self, model):\n    device_ids = self.determine_ddp_device_ids()\n"
+        "    if device_ids is not None:\n        print(device_ids)\n    return DDP(model, device_ids=device_ids)\n",
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nx = torch.zeros(1).cuda()\n"
+        "def wrap(model, device):\n    device_ids = None if 'cpu' in device.type else [device]\n"
+        "    return DDP(model.to(device), device_ids=device_ids)\n",
         'import torch\ndef f():\n    if torch.cuda.is_available():\n        return torch.device("cuda:0")\n'
         '    return torch.device("cpu")\n',
         'import torch\ndevice = torch.device("cpu")\n',
@@ -615,7 +622,8 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
             for index, keyword in enumerate(("device_ids", "output_device"), 1):
                 arg = site.positional(index) or site.keyword(keyword)
                 if arg is not None and not isinstance(arg.value, cst.IfExp) and not (
-                        isinstance(arg.value, cst.Name) and arg.value.value == "None"):
+                        isinstance(arg.value, cst.Name) and arg.value.value == "None") \
+                        and not _tested_for_none(a, site, arg.value):
                     found.append((site, arg.value, _Rewrite("ids", keyword)))
         elif site.method == "add_argument":  # parser.add_argument("--device", default="cuda")
             default = site.keyword("default")
@@ -860,6 +868,20 @@ def _declares_options(a) -> bool:
 
 
 # option names that hold a GPU index (or a list of them)
+def _tested_for_none(a, site: CallSite, value: cst.BaseExpression) -> bool:
+    """``device_ids=device_ids`` where the function tests ``device_ids is not None``
+    (Lightning's DDP strategy: none for a module on the CPU) or binds it to None on a
+    branch (``device_ids = None if device.type == "cpu" else [device]``): the code has
+    its CPU path."""
+    if not isinstance(value, cst.Name):
+        return False
+    fn = a.enclosing_function(site.scope)
+    body = a.code(fn.node) if fn is not None else a.text
+    name = re.escape(value.value)
+    return re.search(rf"\b{name}\s+is\s+(?:not\s+)?None\b|^\s*{name}\s*=\s*(?:None\s+if\b|.*\belse\s+None\s*$)",
+                     body, re.M) is not None
+
+
 _GPU_OPTION = re.compile(r"(?:gpus?|gpu_?ids?|cuda_device|devices?|device_ids?)")
 # the CPU's value, as an option's help spells it: "use -1 for CPU" (pix2pix's `--gpu_ids`),
 # "for CPU mode set -gpu = c" (neural-style's), "-1 means CPU", "'cpu' for the CPU",

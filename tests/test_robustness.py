@@ -194,6 +194,23 @@ def test_a_crashing_rule_is_an_internal_error_finding_not_a_crash(monkeypatch):
         ("TDL902", "TDL201 failed on this file: KeyError: 'oops'")]
 
 
+def test_the_tools_own_errors_are_reported_whatever_is_selected_unless_ignored(monkeypatch):
+    """A rule that fails is never a silent pass: `--select TDL201` alone still shows its
+    TDL902 (as a file that does not parse shows TDL900), unless the code is ignored."""
+    from torchdevlint.rules.tdl201_data_parallel_implicit_devices import DataParallelImplicitDevices
+
+    def boom(self, ctx):
+        raise KeyError("oops")
+
+    monkeypatch.setattr(DataParallelImplicitDevices, "check", boom)
+    text = "import torch\nm = torch.nn.DataParallel(x).cuda()\n"
+    only = Settings(select=("TDL201",))
+    assert [v.code for v in engine.check_source(text, settings=only)] == ["TDL902"]
+    assert [v.code for v in engine.check_source(text + "def f(:\n", settings=only)] == ["TDL900"]
+    assert engine.check_source(text, settings=Settings(select=("TDL201",), ignore=("TDL902",))) == []
+    assert engine.check_source(text, settings=Settings(select=("TDL201",), ignore=("TDL9",))) == []
+
+
 def test_mode_bits_kept_for_executable_scripts(tmp_path):
     f = tmp_path / "run.py"
     f.write_text("#!/usr/bin/env python\n" + CUDA)

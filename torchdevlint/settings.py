@@ -80,7 +80,10 @@ def _enabled_codes(settings: Settings, filename: Optional[str]) -> FrozenSet[str
             if _matches_any(filename, tuple(patterns), settings.root):
                 ignore += codes
     select = list(settings.select) + list(settings.extend_select)
-    return frozenset(c for c in CODES if _longest(c, select) > _longest(c, ignore)
+    return frozenset(c for c in CODES if (_longest(c, select) > _longest(c, ignore)
+                                          # the tool's own errors (a file not read, not parsed, a rule
+                                          # that failed): whatever is selected, unless ignored
+                                          or (c.startswith("TDL9") and not _longest(c, ignore)))
                      and (c not in OPT_IN or c in select or "ALL" in select))  # opt-in: named itself
 
 

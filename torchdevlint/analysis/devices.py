@@ -416,7 +416,25 @@ class DeviceFacts:
             return None  # the enclosing function or module binds it only on some paths
             # (the script's main guard included: importers never run it)
         exact = all(self.is_exact_current(b.value, owner) for b in bindings)
-        return DeviceChoice(name, exact, f"`{name}`", self._exact_if([b.value for b in bindings], owner))
+        exact_if = self._exact_if([b.value for b in bindings], owner) or self._exact_if_branches(bindings, owner)
+        return DeviceChoice(name, exact, f"`{name}`", exact_if)
+
+    def _exact_if_branches(self, bindings, scope: Scope) -> Optional[str]:
+        """The test ``T`` of ``if T: device = torch.device("cuda")`` / ``else: device =
+        torch.device("cpu")`` (pyro's MuE models): the statement form of ``_exact_if``."""
+        a = self.a
+        exact = [b for b in bindings if self.is_exact_current(b.value, scope)]
+        cpu = [b for b in bindings if _cpu_only(a.code(b.value))]
+        if len(exact) != 1 or len(cpu) != 1 or len(bindings) != 2:
+            return None
+        on, off = exact[0].cond, cpu[0].cond
+        if not on or not off or on[:-1] != off[:-1] or on[-1][0] != off[-1][0] \
+                or (on[-1][1], off[-1][1]) != ("body", "orelse"):
+            return None
+        fn = a.enclosing_function(scope)
+        top = a.first_line(fn.node) if fn is not None else 1
+        text = next((t for _, t in self.outline.headers(a.range(exact[0].value).start.line, top)), "")
+        return " ".join(text[3:].rstrip().rstrip(":").split()) if text.startswith("if ") else None
 
     def _self_device(self, klass, name: str, site: CallSite) -> Optional[DeviceChoice]:
         a = self.a

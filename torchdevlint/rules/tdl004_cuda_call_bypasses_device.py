@@ -24,7 +24,8 @@ class CudaCallBypassesDevice(Rule):
         assigned in `__init__`, or `args.device` / `opt.device` already in use. A device
         that is exactly the current one (`torch.device("cuda")`) is not a choice that
         `.cuda()` ignores: that is TDL001's safe rewrite. Nor is one chosen on a test
-        (`torch.device("cuda") if cuda else torch.device("cpu")`) at a `.cuda()` under
+        (`torch.device("cuda") if cuda else torch.device("cpu")`, or the same as an
+        `if cuda:`/`else:` statement, as pyro's MuE models write it) at a `.cuda()` under
         that same test (`if cuda:`), where the choice is exactly the current device.
     """
     why = """
@@ -48,6 +49,10 @@ class CudaCallBypassesDevice(Rule):
     """
     VALID = (
         "import torch\ndevice = torch.device('cuda')\nx = torch.zeros(1).cuda()\n",  # TDL001, safe
+        # the choice as an if/else statement, and a `.cuda()` under the same test (pyro's MuE models)
+        "import torch\ndef fit(model, data, is_cuda):\n    if is_cuda:\n        device = torch.device('cuda')\n"
+        "    else:\n        device = torch.device('cpu')\n    for x in data:\n        if is_cuda:\n"
+        "            x = x.cuda()\n        model(x)\n",
         "import torch\ndef f(x, device=None):\n    return torch.zeros(1).cuda()\n",
         "import torch\nx = torch.zeros(1).cuda()\ndevice = torch.device('cuda:1')\n",
         "import torch\nfor device in devices:\n    pass\nx = torch.zeros(1).cuda()\n",

@@ -257,16 +257,17 @@ class Context:
         if not isinstance(fn, cst.FunctionDef) or not isinstance(fn.body, cst.IndentedBlock):
             return None
         body = list(fn.body.body)
-        ends = [a.range(stmt).end.line for stmt in body]
-
-        def holder(line: int) -> int:
-            return next((i for i, end in enumerate(ends) if end >= line), len(body))
-
-        use = holder(self.start(node)[0])
-        if use >= len(body) or a.first_line(body[0]) > self.start(node)[0] \
-                or any(holder(self.start(w.node)[0]) >= use for w in writes):
+        line = self.start(node)[0]
+        use = self._holder(body, line)
+        if use >= len(body) or a.first_line(body[0]) > line \
+                or any(self._holder(body, self.start(w.node)[0]) >= use for w in writes):
             return None
         return body[use]
+
+    def _holder(self, block: Sequence[cst.CSTNode], line: int) -> int:
+        """The index of the statement of ``block`` that holds ``line`` (its length when
+        none does: the line is past the block)."""
+        return next((i for i, stmt in enumerate(block) if self.analysis.range(stmt).end.line >= line), len(block))
 
     def _after_module_writes(self, anchor: int) -> Optional[cst.CSTNode]:
         a = self.analysis
@@ -277,8 +278,7 @@ class Context:
         for write in process.env_writes:
             if process.owner_node(write.node) is not None:
                 return None  # written when a function runs
-            line = self.start(write.node)[0]
-            index = next((i for i, stmt in enumerate(body) if a.range(stmt).end.line >= line), len(body))
+            index = self._holder(body, self.start(write.node)[0])
             if index >= use:
                 return None
             last = max(last, index)

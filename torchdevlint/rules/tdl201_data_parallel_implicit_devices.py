@@ -210,7 +210,7 @@ class DataParallelImplicitDevices(Rule):
                  f'{primary} = {torch}.device("cuda", {ids}[0]) if {ids} else {torch}.device("cpu")']
         after, hazard = ctx.module_query_place(anchor)
         try:
-            if hazard and local is not None:  # after the function's own CUDA_VISIBLE_DEVICES write,
+            if local is not None:  # after the function's own CUDA_VISIBLE_DEVICES write,
                 hazard, edits = None, [ctx.lines_before(local, lines)]  # asked when the function runs
             else:
                 edits = ctx.insert_module_lines(lines, anchor, need_torch=a.torch_alias is None, after=after)

@@ -30,8 +30,8 @@ class LoadWithoutMapLocation(Rule):
     needs = (tuple(f"nomap@{position}:{q}" for q, position in LOADERS.items()),)
     fixable = "sometimes"
     fix_summary = ('`map_location=<device in scope>`, `"cpu"` where what it loads only reaches '
-                   '`load_state_dict` (filtered, copied) and in CPU-only scripts, or a script\'s device (unsafe); '
-                   'else display in library modules')
+                   '`load_state_dict` (filtered, copied) and in CPU-only scripts, or the device a script or a '
+                   'function that computes on the GPU defines (unsafe); else display in library modules')
     what = """
         `torch.load`, `torch.jit.load` and `torch.hub.load_state_dict_from_url` called
         without `map_location` (neither by keyword nor in its position), and without
@@ -71,8 +71,11 @@ class LoadWithoutMapLocation(Rule):
         use, CPU fallback included): the checkpoint lands on the device the script
         computes on, GPU 0 on a GPU machine as before, and it loads without CUDA; in a
         script that places nothing on a GPU (a checkpoint converter), `map_location="cpu"`.
-        In a library module it is display-only: the caller may rely on the tensors being
-        on the GPU.
+        In a library module, where a function computes on the GPU itself (a bare
+        `.cuda()`, a legacy CUDA type: a checkpoint's model rebuilt and moved),
+        `map_location=device` with the device TDL001 defines in that function (CPU
+        fallback, asked when the function runs); elsewhere in a library it is
+        display-only: the caller may rely on the tensors being on the GPU.
     """
     VALID = (
         "import torch\nx = torch.load('a.pt', map_location='cpu')\n",
@@ -143,6 +146,15 @@ class LoadWithoutMapLocation(Rule):
                 "    model.load_state_dict(ckpt['model'])\n    return ckpt['epoch'] + 1\n",
                 "import torch\n\n\ndef resume(model, path):\n    ckpt = torch.load(path, map_location=\"cpu\")\n"
                 "    model.load_state_dict(ckpt['model'])\n    return ckpt['epoch'] + 1\n"),
+        # a library function that computes on the GPU itself: the device defined in it
+        Example("import torch\n\n\ndef load_model(path):\n    ckpt = torch.load(path)\n"
+                "    model = build(ckpt['hparams'])\n    model.load_state_dict(ckpt['model'])\n"
+                "    return model.cuda()\n",
+                "import torch\n\n\ndef load_model(path):\n"
+                '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "    ckpt = torch.load(path, map_location=device)\n"
+                "    model = build(ckpt['hparams'])\n    model.load_state_dict(ckpt['model'])\n"
+                "    return model.to(device)\n"),
         # ... but a tensor that goes elsewhere, or the checkpoint itself returned (display)
         Example("import torch\n\n\ndef load(model, path):\n    sd = torch.load(path)\n    for k, v in sd.items():\n"
                 "        model.register_buffer(k, v)\n    model.load_state_dict(sd)\n", None),
@@ -175,9 +187,15 @@ class LoadWithoutMapLocation(Rule):
         elif _feeds_only_load_state_dict(a, site):
             value, why = '"cpu"', "the result only feeds `load_state_dict`, which copies into the model's tensors"
         elif a.devices.entry_point(anchor) is None:
-            return Fix(Applicability.DISPLAY,
-                       "Pass `map_location=` the device the tensors should live on (no device is "
-                       "bound here, and the result is used beyond `load_state_dict`)")
+            # a library function that computes on the GPU itself: the device TDL001 and
+            # TDL005 define in it (asked when the function runs)
+            name, definition, why_not = (ctx.local_device_definition(site) if _computes_on_gpu(a, site)
+                                         else (None, [], ""))
+            if name is None:
+                return Fix(Applicability.DISPLAY,
+                           "Pass `map_location=` the device the tensors should live on (no device is "
+                           "bound here, and the result is used beyond `load_state_dict`)")
+            value, why = name, f"{why_not}; the function computes there itself, and the tensors land there"
         elif a.devices.sites("TDL001") or a.devices.legacy_types:
             # a script that computes on the GPU: the one device definition TDL001 and TDL005 use
             name, definition, why_not = ctx.device_definition(anchor)
@@ -191,6 +209,14 @@ class LoadWithoutMapLocation(Rule):
             return Fix(Applicability.DISPLAY, f"Pass `map_location={value}` (the call's layout is unusual)")
         return ctx.guarded(Fix(Applicability.UNSAFE, f"Pass `map_location={value}` ({why})",
                                tuple(definition) + tuple(edits), frozenset({value}) if definition else frozenset()))
+
+
+def _computes_on_gpu(a, site: CallSite) -> bool:
+    """Whether the function that holds ``site`` places work on the GPU itself: a bare
+    ``.cuda()`` (TDL001's) or a legacy CUDA type (TDL005's) in it."""
+    fn = a.enclosing_function(site.scope)
+    return fn is not None and any(a.enclosing_function(s.scope) is fn for s in (
+        [s for s, _ in a.devices.sites("TDL001")] + [s for s, _, _ in a.devices.legacy_types]))
 
 
 def _has_map_location(call: cst.Call, position: int) -> bool:

@@ -35,10 +35,11 @@ from .process import _is_main_guard
 # Functions handed to these run once per process (see names.LAUNCHERS)
 _BINDING_LAUNCHERS = N.BINDING_LAUNCHERS
 _LAUNCHERS = N.LAUNCHERS
-# a function that keeps a tensor on the CPU (``feats[-1] = feats[-1].cpu()``, ``hr =
-# hr.cpu()``: BasicVSR++'s cpu_cache) moves between host and GPU on purpose; its inputs
-# may be on the CPU, and a bare `.cuda()` there brings data back to the GPU
-_KEEPS_ON_CPU = re.compile(r"(?m)^[ \t]*[\w.\[\]'\"-]+[ \t]*=[ \t]*[^=\n]*\.cpu\(\)[ \t]*(?:#.*)?$")
+# a function that moves a tensor it keeps to the CPU in place (``feats[-1] =
+# feats[-1].cpu()``, ``hr = hr.cpu()``: BasicVSR++'s cpu_cache; not ``preds =
+# out.argmax(1).cpu()``, a result read out) moves between host and GPU on purpose; its
+# inputs may be on the CPU, and a bare `.cuda()` there brings data back to the GPU
+_KEEPS_ON_CPU = re.compile(r"(?m)^[ \t]*([\w.\[\]'\"-]+)[ \t]*=[ \t]*\1\.cpu\(\)[ \t]*(?:#.*)?$")
 # Names that hold a configuration, whose ``.device`` is a device the user chose.
 _CONFIG_NAMES = N.CONFIG_NAMES
 

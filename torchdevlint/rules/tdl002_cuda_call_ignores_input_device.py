@@ -30,7 +30,8 @@ class CudaCallIgnoresInputDevice(Rule):
         (`if self.is_cuda:`, `if args.is_cuda:`), nor, for an input the function asks, in
         a function that keeps tensors on the CPU itself (`feats[-1] = feats[-1].cpu()`,
         BasicVSR++'s `cpu_cache`): there the inputs may be on the CPU on purpose, and
-        `.cuda()` brings data back to the GPU (a bare `.cuda()`, TDL001).
+        `.cuda()` brings data back to the GPU (a bare `.cuda()`, TDL001). A result read
+        out to the CPU (`preds = out.argmax(1).cpu()`) is no offload.
     """
     why = """
         The input is on the device the caller chose; `.cuda()` sends the new tensor to
@@ -66,9 +67,19 @@ class CudaCallIgnoresInputDevice(Rule):
         # an offload: the function keeps tensors on the CPU, `.cuda()` brings them back
         "import torch\ndef propagate(feats, flows, cpu_cache):\n    prop = flows.new_zeros(2)\n"
         "    for i in range(len(feats)):\n        if cpu_cache:\n            prop = prop.cuda()\n"
-        "        prop = prop + feats[i]\n        if cpu_cache:\n            feats[i] = prop.cpu()\n    return feats\n",
+        "        feats[i] = feats[i] + prop\n        if cpu_cache:\n            feats[i] = feats[i].cpu()\n"
+        "    return feats\n",
     )
     INVALID = (
+        # a result read out to the CPU is no offload
+        Example(
+            "import torch\ndef accuracy(out, target):\n    hits = torch.zeros(1).cuda()\n"
+            "    hits += (out.argmax(1) == target).sum().to(out.device)\n    preds = out.argmax(1).cpu()\n"
+            "    return hits, preds\n",
+            "import torch\ndef accuracy(out, target):\n    hits = torch.zeros(1).to(out.device)\n"
+            "    hits += (out.argmax(1) == target).sum().to(out.device)\n    preds = out.argmax(1).cpu()\n"
+            "    return hits, preds\n",
+        ),
         Example(
             "import torch\ndef istft(magnitude, window):\n    window_sum = torch.ones(4)\n"
             "    window_sum = window_sum.cuda() if magnitude.is_cuda else window_sum\n    return window_sum\n",

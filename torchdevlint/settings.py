@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
-from .catalogue import CODES, OPT_IN
+from .catalogue import CODES, OPT_IN, TOOL_CODES
 
 
 
@@ -83,7 +83,7 @@ def _enabled_codes(settings: Settings, filename: Optional[str]) -> FrozenSet[str
     return frozenset(c for c in CODES if (_longest(c, select) > _longest(c, ignore)
                                           # the tool's own errors (a file not read, not parsed, a rule
                                           # that failed): whatever is selected, unless ignored
-                                          or (c.startswith("TDL9") and not _longest(c, ignore)))
+                                          or (c in TOOL_CODES and not _longest(c, ignore)))
                      and (c not in OPT_IN or c in select or "ALL" in select))  # opt-in: named itself
 
 

@@ -65,12 +65,13 @@ class LoadWithoutMapLocation(Rule):
         (`print(ckpt['version'])`, `f"{ckpt['epoch']}"`, a name only messages use), or
         a counter the checkpoint keeps (`start_epoch = ckpt['epoch'] + 1`, a Python
         int): `load_state_dict` copies into the model's own tensors wherever they live,
-        so the CPU detour changes nothing but the peak GPU memory. Otherwise, in a script that places work on the GPU
-        itself (a bare `.cuda()`, a legacy CUDA type), `map_location=device` with the
-        device defined where the script starts (the one definition TDL001 and TDL005
-        use, CPU fallback included): the checkpoint lands on the device the script
-        computes on, GPU 0 on a GPU machine as before, and it loads without CUDA; in a
-        script that places nothing on a GPU (a checkpoint converter), `map_location="cpu"`.
+        so the CPU detour changes nothing but the peak GPU memory. Otherwise, in a
+        script that places work on the GPU itself (a bare `.cuda()`, a legacy CUDA
+        type), `map_location=device` with the device defined where the script starts
+        (the one definition TDL001 and TDL005 use, CPU fallback included): the
+        checkpoint lands on the device the script computes on, GPU 0 on a GPU machine
+        as before, and it loads without CUDA; in a script that places nothing on a GPU
+        (a checkpoint converter), `map_location="cpu"`.
         In a library module, where a function computes on the GPU itself (a bare
         `.cuda()`, a legacy CUDA type: a checkpoint's model rebuilt and moved),
         `map_location=device` with the device TDL001 defines in that function (CPU
@@ -189,13 +190,13 @@ class LoadWithoutMapLocation(Rule):
         elif a.devices.entry_point(anchor) is None:
             # a library function that computes on the GPU itself: the device TDL001 and
             # TDL005 define in it (asked when the function runs)
-            name, definition, why_not = (ctx.local_device_definition(site) if _computes_on_gpu(a, site)
-                                         else (None, [], ""))
+            name, definition, where = (ctx.local_device_definition(site) if _computes_on_gpu(a, site)
+                                       else (None, [], ""))
             if name is None:
                 return Fix(Applicability.DISPLAY,
                            "Pass `map_location=` the device the tensors should live on (no device is "
                            "bound here, and the result is used beyond `load_state_dict`)")
-            value, why = name, f"{why_not}; the function computes there itself, and the tensors land there"
+            value, why = name, f"{where}; the function computes there itself, and the tensors land there"
         elif a.devices.sites("TDL001") or a.devices.legacy_types:
             # a script that computes on the GPU: the one device definition TDL001 and TDL005 use
             name, definition, why_not = ctx.device_definition(anchor)

@@ -337,7 +337,7 @@ class DeviceFacts:
                     return False
                 if {b.kind for b in owner.bindings[expr.value]} != {"param"}:
                     return False
-                default = _param_default(owner.function, expr.value)
+                default = owner.function.default(expr.value)
                 if default is not None:
                     return self.is_device_value(default, owner, depth + 1)
                 return "device" in expr.value.lower()
@@ -394,7 +394,7 @@ class DeviceFacts:
         kinds = {b.kind for b in bindings}
         if kinds == {"param"}:
             fn = owner.function
-            default = _param_default(fn, name) if fn is not None else None
+            default = fn.default(name) if fn is not None else None
             if default is not None and not self.is_device_value(default, owner):
                 return None  # device=None, device="gpu": not a device to pass on
             if default is not None and _cpu_only(a.code(default)):
@@ -954,15 +954,6 @@ def _world_of_one(site: CallSite) -> bool:
 
 def _cpu_only(code: str) -> bool:
     return "cpu" in code and "cuda" not in code
-
-
-def _param_default(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
-    node = fn.node
-    params = node.params
-    for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
-        if p.name.value == name:
-            return p.default
-    return None
 
 
 def _has_module_loop(body) -> bool:

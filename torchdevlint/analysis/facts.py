@@ -72,6 +72,14 @@ class FunctionInfo:
     returns: List[Optional[cst.BaseExpression]] = field(default_factory=list)
     generator: bool = False  # it yields: a call gives a generator, not its returns
 
+    def default(self, param: str) -> Optional[cst.BaseExpression]:
+        """The default of the parameter ``param`` (None: no default, or no such parameter)."""
+        params = self.node.params
+        for p in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if p.name.value == param:
+                return p.default
+        return None
+
 
 @dataclass(eq=False)
 class CallSite:

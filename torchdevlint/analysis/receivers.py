@@ -169,6 +169,57 @@ class ReceiversMixin:
             values.append((b.value, owner))
         return values
 
+    def held_values(self, expr: cst.BaseExpression, scope: Scope,
+                    _depth: int = 0) -> Optional[List[Tuple[cst.BaseExpression, Scope]]]:
+        """What a name or ``self.<attr>`` holds as far as this module shows: a name's
+        assignments, a parameter's default, what the methods of the enclosing class (and
+        of its bases in this file) assign to ``self.<attr>``; a value that is itself such
+        a name is followed (``self.device_id = device_id``, ``device_id="cpu"``). None
+        where something is unknown: a parameter without a default, a loop variable, an
+        import, another object's attribute."""
+        if _depth > 3:
+            return None
+        if isinstance(expr, cst.Name):
+            values = self.values_of(expr.value, scope)
+            if values is None:
+                owner, imported = self.lookup(expr.value, scope)
+                fn = owner.function if owner is not None and imported is None else None
+                if fn is None or {b.kind for b in owner.bindings[expr.value]} != {"param"}:
+                    return None
+                default = fn.default(expr.value)
+                values = [(default, owner)] if default is not None else None
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            klass = self.enclosing_class(scope)
+            values = (self._self_attr_values(klass, expr.attr.value) or None) if klass is not None else None
+        else:
+            return None
+        if values is None:
+            return None
+        out: List[Tuple[cst.BaseExpression, Scope]] = []
+        for value, owner in values:
+            if isinstance(value, (cst.Name, cst.Attribute)) and not (isinstance(value, cst.Name)
+                                                                       and value.value in ("None", "True", "False")):
+                further = self.held_values(value, owner, _depth + 1)
+                if further is None:
+                    return None
+                out.extend(further)
+            else:
+                out.append((value, owner))
+        return out
+
+    def _self_attr_values(self, klass, attr: str, _seen=None) -> List[Tuple[cst.BaseExpression, Scope]]:
+        """What the methods of ``klass`` and of its base classes in this file assign to
+        ``self.<attr>``, each with the scope of the method that assigns it."""
+        seen = _seen or set()
+        seen.add(klass.node)
+        methods = klass.methods
+        out = [(v, methods[m].scope if m in methods else klass.scope) for v, m, _ in klass.self_attr_sets.get(attr, ())]
+        for base in klass.bases:
+            parent = self.local_class(base, klass.outer)
+            if parent is not None and parent.node not in seen:
+                out += self._self_attr_values(parent, attr, seen)
+        return out
+
     def _kind_of_bindings(self, values, depth: int, use_project: bool = False) -> Optional[str]:
         if not values:
             return None

@@ -182,6 +182,12 @@ class HardcodedGpuDevice(Rule):
         "import torch\ndef run(rank, args):\n    return torch.device('cpu') if args.cpu else torch.device(rank)\n",
         "import torch\ndef make(device_id):\n"
         "    return torch.device(device_id) if device_id >= 0 else torch.device('cpu')\n",
+        # a rank-named parameter or attribute that holds a device string (OpenNMT's noise models)
+        "import torch\nclass Noise:\n    def __init__(self, prob, device_id='cpu'):\n        self.device_id = device_id\n"
+        "    def to_device(self, t):\n        return t.to(torch.device(self.device_id))\n"
+        "class Infilling(Noise):\n    def poisson(self, ps):\n"
+        "        return torch.tensor(ps, device=torch.device(self.device_id))\n",
+        "import torch\ndef noise(t, device_id='cpu'):\n    return t.to(device_id)\n",
         # a switch set to the CPU in the script's text, or assigned more than once
         "import torch\ncuda = False\ndevice = torch.device('cuda' if cuda else 'cpu')\n",
         "import sys, torch\ncuda = True\nif '--cpu' in sys.argv:\n    cuda = False\n"
@@ -755,11 +761,12 @@ _DDP = "torch.nn.parallel.DistributedDataParallel"
 def _rank_index(a, site: CallSite, value: cst.BaseExpression) -> bool:
     """A process's GPU index used as a device: ``.to(rank)``, ``device=local_rank``,
     ``.to(args.local_rank)``, ``.to(self.rank)`` -- an integer names a GPU. Not a name
-    that holds a string or a ``torch.device`` (where that is bound decides)."""
+    that holds a string or a ``torch.device`` (where that is bound decides: OpenNMT's
+    ``self.device_id = device_id`` of a parameter ``device_id="cpu"``)."""
     leaf = value.attr.value if isinstance(value, cst.Attribute) else value.value if isinstance(value, cst.Name) else None
     if leaf is None or leaf.lower() not in N.RANK_INDEX_NAMES:
         return False
-    values = a.values_of(value.value, site.scope) if isinstance(value, cst.Name) else None
+    values = a.held_values(value, site.scope)
     return not any(isinstance(v, (cst.SimpleString, cst.FormattedString, cst.IfExp))
                    or (isinstance(v, cst.Call) and a.qualname(v.func, s) == "torch.device") for v, s in values or ())
 

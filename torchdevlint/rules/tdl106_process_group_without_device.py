@@ -165,9 +165,7 @@ class ProcessGroupWithoutDevice(Rule):
             return False
         a = ctx.analysis
         if isinstance(expr, cst.Name):
-            values = a.values_of(expr.value, site.scope)
-            if values is None:  # a parameter: its default, when nothing else is known
-                values = self._param_default(ctx, expr.value, site)
+            values = a.held_values(expr, site.scope)  # a parameter: its default
             return bool(values) and any(
                 not isinstance(v, cst.Name) and self._is_nccl(ctx, v, site, depth + 1) for v, _ in values)
         if isinstance(expr, cst.Attribute):  # args.dist_backend = "nccl" just before, in this function
@@ -177,16 +175,6 @@ class ProcessGroupWithoutDevice(Rule):
             found = re.findall(rf"(?m)^[ \t]*{target}[ \t]*=[ \t]*(['\"])([\w:,]+)\1[ \t]*(?:#.*)?$", body)
             return bool(found) and all("nccl" in value.lower() for _, value in found)
         return False
-
-    def _param_default(self, ctx: Context, name: str, site: CallSite):
-        fn = ctx.analysis.enclosing_function(site.scope)
-        if fn is None or not isinstance(fn.node, cst.FunctionDef) or name not in fn.params:
-            return None
-        params = fn.node.params
-        for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
-            if p.name.value == name and p.default is not None:
-                return [(p.default, fn.scope)]
-        return None
 
     # ------------------------------------------------------------------ fix
     def _fix(self, ctx: Context, site: CallSite) -> Fix:

@@ -44,7 +44,7 @@ one of its tokens). A token is one of:
   of a function named ``device_count`` as an operand, or a name so bound (``n =
   ...device_count()``) used as one;
 - ``stmt:DOTTED``: a call that is a statement of its own (or an assertion's whole
-  test, directly or through a name bound to it, or what an ``if not`` tests) and whose
+  test, or what an ``if not`` tests, directly or through a name bound to it) and whose
   function may resolve to DOTTED (as ``qual:`` resolves);
 - ``nomap@N:DOTTED``: a call whose function may resolve to DOTTED, with neither
   ``map_location=`` nor more than N positional arguments, nor ``*args``/``**kwargs``;
@@ -317,6 +317,8 @@ class CodeWords:
                 test = node.test  # type: ignore[attr-defined]
                 if type(test) is ast.UnaryOp and type(test.op) is ast.Not and type(test.operand) is ast.Call:
                     statements.append(test.operand.func)
+                elif type(test) is ast.UnaryOp and type(test.op) is ast.Not and type(test.operand) is ast.Name:
+                    asserted.add(test.operand.id)  # `if not use_cuda:` (through a name, as an assertion)
             elif kind is ast.Constant:
                 value = node.value  # type: ignore[attr-defined]
                 if type(value) is str and len(value) <= _LONGEST:
@@ -336,7 +338,7 @@ class CodeWords:
             elif kind is ast.arg:
                 names.add(node.arg)  # type: ignore[attr-defined]
         names |= ids
-        for name in asserted & set(held):  # an assertion's test through a name (``stmt:``)
+        for name in asserted & set(held):  # an assertion's (or `if not`'s) test through a name (``stmt:``)
             statements.extend(held[name])
         self.called: FrozenSet[str] = frozenset(called)
         self.names: FrozenSet[str] = frozenset(names)

@@ -110,8 +110,8 @@ class CudaOnlyCall(Rule):
         message or not; or through a name bound to it, `use_cuda =
         torch.cuda.is_available()` then `assert use_cuda`, `is True`, `== True`, later in
         the same block), and in a script (a file that is run, not imported) `if not
-        torch.cuda.is_available():` whose body only reports and stops (`raise ...`,
-        `print(...)` then `sys.exit(1)`), where it runs whatever happens (at a module's
+        torch.cuda.is_available():` (or `if not use_cuda:` after such a binding) whose
+        body only reports and stops (`raise ...`, `print(...)` then `sys.exit(1)`), where it runs whatever happens (at a module's
         top level, in a function; not under an `if`: `if args.cuda: assert ...` checks
         what the user asked for; not in a `try`; not a count, `assert
         torch.cuda.device_count() >= 2`, a requirement of its own; not in a function or
@@ -258,6 +258,13 @@ class CudaOnlyCall(Rule):
         "x = torch.ones(2)\nprint(x)\n",
         "import sys\nimport torch\ndef main(args):\n    if args.gpu:\n        if not torch.cuda.is_available():\n"
         "            sys.exit('--gpu needs CUDA')\nif __name__ == '__main__':\n    main(sys.argv)\n",
+        # ... through a name: one bound twice, one whose stop has an else, a library's
+        "import sys\nimport torch\nuse_cuda = torch.cuda.is_available()\nif '--cpu' in sys.argv:\n"
+        "    use_cuda = True\nif not use_cuda:\n    sys.exit('a GPU is required')\n",
+        "import sys\nimport torch\nuse_cuda = torch.cuda.is_available()\nif not use_cuda:\n    sys.exit(1)\n"
+        "else:\n    print('GPU')\n",
+        "import torch\ndef kernel(w):\n    ok = torch.cuda.is_available()\n    if not ok:\n"
+        "        raise RuntimeError('the kernel needs CUDA')\n    return w\n",
     )
     INVALID = (
         Example("import time\nimport torch\n\n\ndef timed(step, batch):\n    start = time.time()\n"
@@ -399,6 +406,10 @@ class CudaOnlyCall(Rule):
                 "    main()\n",
                 "import sys\n\nimport torch\n\n\ndef main():\n    print(torch.ones(2).sum())\n\n\n"
                 "if __name__ == '__main__':\n    main()\n"),
+        # ... through the name that holds the answer (the name stays: other code may read it)
+        Example("import torch\n\nuse_cuda = torch.cuda.is_available()\nif not use_cuda:\n"
+                "    exit('Please run on a machine with a GPU')\nprint(torch.ones(2).sum())\n",
+                "import torch\n\nuse_cuda = torch.cuda.is_available()\nprint(torch.ones(2).sum())\n"),
         # a library's module level: the test would run at every import (display)
         Example("import torch\nCAPABILITY = torch.cuda.get_device_capability()\n"),
         Example("import torch\ntorch.cuda.synchronize()\n"),
@@ -412,7 +423,7 @@ class CudaOnlyCall(Rule):
             stop = _cuda_stop(ctx, site)
             if stop is not None:  # assert torch.cuda.is_available() -> removed
                 spelled = (f"assert {a.code(stop.test)}" if isinstance(stop, cst.Assert)
-                           else f"if not {a.code(site.node)}: {_exit_of(stop)}")
+                           else f"if {a.code(stop.test)}: {_exit_of(stop)}")
                 yield ctx.violation(stop, f"`{spelled}` stops the program where CUDA is not available: "
                                           "nothing after it runs on the CPU", self._remove(ctx, site, stop))
                 continue
@@ -489,7 +500,7 @@ class CudaOnlyCall(Rule):
         what = "assertion" if isinstance(stop, cst.Assert) else "stop"
         message = f"Remove the {what}: without CUDA the code runs on the CPU (with the migration's CPU fallbacks)"
         a = ctx.analysis
-        line = (_held_assertion(ctx, site)[1] or site.line) if isinstance(stop, cst.Assert) else stop
+        line = (_held_stop(ctx, site)[1] or site.line) if isinstance(stop, cst.Assert) else stop
         assert line is not None  # (an assertion's test: a statement line)
         if isinstance(line, cst.SimpleStatementLine) and len(line.body) > 1:
             return Fix(Applicability.DISPLAY, f"{message} (display only: the line holds other statements: "
@@ -586,25 +597,27 @@ def _cuda_stop(ctx: Context, site: CallSite) -> Union[cst.Assert, cst.If, None]:
     if line is not None and isinstance(line.body[0], cst.Assert) and line.body[0].test is site.node:
         stop: Union[cst.Assert, cst.If, None] = line.body[0]
     else:
-        stop = _held_assertion(ctx, site)[0] or _stop_ifs(ctx).get(site.node)
+        stop = _held_stop(ctx, site)[0] or _stop_ifs(ctx).get(site.node)
     if stop is None or chosen_conditionally(ctx, site, site.node) or meant_for_gpus(ctx.analysis, site.scope) or any(
             part in ("try", "handler") for _, part in site.cond):
         return None
     return stop
 
 
-def _held_assertion(ctx: Context, site: CallSite) -> Tuple[Optional[cst.Assert], Optional[cst.SimpleStatementLine]]:
+def _held_stop(ctx: Context, site: CallSite) -> Tuple[Union[cst.Assert, cst.If, None], Optional[cst.BaseStatement]]:
     """``use_cuda = torch.cuda.is_available()`` (the call at ``site``, the name's one
-    binding) then ``assert use_cuda`` (``is True``, ``== True``; a message or not) later in
-    the same block: the assertion and its line, the stop through a name that scripts
-    write (``assert use_cuda is True``); (None, None) otherwise."""
-    memo = ctx.analysis.memo.setdefault("tdl008_held_assertions", {})
+    binding) then, later in the same block, ``assert use_cuda`` (``is True``, ``== True``;
+    a message or not) or, in a script, ``if not use_cuda:`` that only reports and stops
+    (``_stop_ifs``): the stop and its statement, the stops through a name that scripts
+    write; (None, None) otherwise."""
+    memo = ctx.analysis.memo.setdefault("tdl008_held_stops", {})
     if site.node not in memo:
-        memo[site.node] = _find_held_assertion(ctx.analysis, site)
+        memo[site.node] = _find_held_stop(ctx, site)
     return memo[site.node]
 
 
-def _find_held_assertion(a, site: CallSite) -> Tuple[Optional[cst.Assert], Optional[cst.SimpleStatementLine]]:
+def _find_held_stop(ctx: Context, site: CallSite) -> Tuple[Union[cst.Assert, cst.If, None], Optional[cst.BaseStatement]]:
+    a = ctx.analysis
     line = site.line
     small = line.body[0] if line is not None and len(line.body) == 1 else None
     if not (isinstance(small, cst.Assign) and small.value is site.node and len(small.targets) == 1
@@ -616,7 +629,11 @@ def _find_held_assertion(a, site: CallSite) -> Tuple[Optional[cst.Assert], Optio
         return None, None
     block, _ = _block_of(a, line)
     at = next((i for i, stmt in enumerate(block) if stmt is line), None)  # (a block it cannot see: none)
+    stop_ifs = _stop_ifs(ctx)
     for later in block[at + 1:] if at is not None else ():
+        tested = later.test.expression if isinstance(later, cst.If) and later in stop_ifs.values() else None
+        if isinstance(tested, cst.Name) and tested.value == name:
+            return later, later  # type: ignore[return-value]
         test = later.body[0].test if isinstance(later, cst.SimpleStatementLine) and isinstance(
             later.body[0], cst.Assert) else None
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
@@ -628,14 +645,15 @@ def _find_held_assertion(a, site: CallSite) -> Tuple[Optional[cst.Assert], Optio
 
 
 def _stop_ifs(ctx: Context) -> dict:
-    """In a script, each ``if not <call>:`` (no ``else``) whose body only reports and
-    stops, by the call it tests (once per module)."""
+    """In a script, each ``if not <call>:`` or ``if not <name>:`` (no ``else``) whose
+    body only reports and stops, by the call or name it tests (once per module)."""
     a = ctx.analysis
     if "tdl008_stop_ifs" not in a.memo:
         found = a.memo["tdl008_stop_ifs"] = {}
         for stmt in a.statements if a.devices.is_script else ():
             if not (isinstance(stmt, cst.If) and isinstance(stmt.test, cst.UnaryOperation)
-                    and isinstance(stmt.test.operator, cst.Not) and isinstance(stmt.test.expression, cst.Call)):
+                    and isinstance(stmt.test.operator, cst.Not)
+                    and isinstance(stmt.test.expression, (cst.Call, cst.Name))):
                 continue
             smalls = _smalls(stmt)
             if (stmt.orelse is None and smalls and _exit_of(stmt)

@@ -99,3 +99,19 @@ def test_arithmetic_on_a_tensor_is_a_tensor(receiver, safe):
     text = f"import torch\ndevice = torch.device('cuda')\nx = {receiver}\ny = x.cuda()\n"
     (v,) = findings(text)
     assert v.fix.applicability.value == ("safe" if safe else "unsafe"), v.fix.message
+
+
+def test_a_modules_type_conversion_is_unsafe_where_a_tensors_is_safe():
+    """`.type(torch.cuda.FloatTensor)` casts every buffer of a module, its integer ones too;
+    `.to(device, torch.float32)` keeps those integers (torch's own behaviour, shown here with
+    the CPU types): on a provable module the rewrite is unsafe; on a tensor it is exact."""
+    module = DEVICE + "net = torch.nn.BatchNorm1d(4).type(torch.cuda.FloatTensor)\n"
+    tensor = DEVICE + "x = torch.zeros(4).type(torch.cuda.FloatTensor)\n"
+    (on_module,), (on_tensor,) = findings(module), findings(tensor)
+    assert on_module.fix.applicability.value == "unsafe" and "integer buffers" in on_module.fix.message
+    assert on_tensor.fix.applicability.value == "safe"
+    assert fixed(module, unsafe=False) == module
+    assert fixed(tensor, unsafe=False) == DEVICE + "x = torch.zeros(4).to(device, torch.float32)\n"
+    old = torch.nn.BatchNorm1d(4).type(torch.FloatTensor).num_batches_tracked.dtype
+    new = torch.nn.BatchNorm1d(4).to("cpu", torch.float32).num_batches_tracked.dtype
+    assert (old, new) == (torch.float32, torch.int64)

@@ -118,6 +118,17 @@ class Context:
     def replace(self, node: cst.CSTNode, text: str) -> Edit:
         return Edit(self.start(node), self.end(node), text, self.seen(node))
 
+    def remove_lines(self, stmt: cst.BaseStatement) -> Optional[Edit]:
+        """The edit that deletes the lines of ``stmt`` (and one blank line beside it where
+        it stands between blank lines); None where its line holds other statements too."""
+        a = self.analysis
+        first, last = a.first_line(stmt), a.range(stmt).end.line
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) > 1:
+            return None
+        if 1 < first and last < len(a.lines) and not a.lines[first - 2].strip() and not a.lines[last].strip():
+            last += 1  # between blank lines: one of them goes too
+        return Edit((first, 0), (last + 1, 0), "", "\n".join(a.lines[first - 1:last]))
+
     def seen(self, node: cst.CSTNode) -> str:
         """The text of ``node`` as the rule saw it (its range excludes its own parens)."""
         if getattr(node, "lpar", None) or getattr(node, "rpar", None):

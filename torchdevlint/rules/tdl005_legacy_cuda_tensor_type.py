@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -59,7 +59,9 @@ class LegacyCudaTensorType(Rule):
         those, or a local name whose binding in force is one) become `torch.empty(*sizes, dtype=...,
         device=...)`, a list, tuple, comprehension or numpy array of data (`t.numpy()`
         too) `torch.tensor(data, dtype=..., device=...)`, `.type(T)` becomes
-        `.to(device, dtype)`. Inside `forward` of a module with no device in scope,
+        `.to(device, dtype)` (**unsafe** on what is provably a module: `.to` keeps its
+        integer buffers, BatchNorm's `num_batches_tracked`, integers, where `.type` made
+        them floating point). Inside `forward` of a module with no device in scope,
         `fix --unsafe-fixes` names the input's device (`x.device`: unsafe, it may not be
         the current device; it is what lets the module run on the CPU) and `fix` alone
         spells `device="cuda"` (safe). With `torch.device("cuda")` in scope (or no device at all in
@@ -91,7 +93,10 @@ class LegacyCudaTensorType(Rule):
         dtype)`: **safe** in a script. When the script already defines `device` before
         the alias, the alias goes and its uses take that device (**unsafe** unless it is
         the same expression). In a library module the alias is a public name other
-        modules may import: **unsafe**. When `Tensor` is used in any other way (passed
+        modules may import: **unsafe**; there an unconditional CUDA alias whose uses are
+        all in functions goes, and each of those functions defines its own device with
+        the CPU fallback (TDL001's line there: a library gets no definition at import,
+        and the functions ask when they run). When `Tensor` is used in any other way (passed
         on, `isinstance`, rebound) or one of its calls has unpacked or named arguments,
         the fix is display-only: all of it or nothing (a call whose one argument may be
         a size or data becomes the CPU type's, `torch.FloatTensor(x).to(device)`).
@@ -219,6 +224,17 @@ class LegacyCudaTensorType(Rule):
         # a library module's public alias: unsafe (importers may use it)
         Example("import torch\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n",
                 'import torch\ndevice = torch.device("cuda" if cuda else "cpu")\n'),
+        # ... an unconditional one used in functions: each defines its device (deep image
+        # prior's `dtype = torch.cuda.FloatTensor` in a utility module)
+        Example("import torch\n\ndtype = torch.cuda.FloatTensor\n\n\ndef noise(n):\n"
+                "    return torch.randn(n).type(dtype)\n\n\ndef ones(n):\n    return dtype(n, 2).fill_(1)\n",
+                "import torch\n\n\ndef noise(n):\n" + DEVICE + "    return torch.randn(n).to(device, torch.float32)\n"
+                "\n\ndef ones(n):\n" + DEVICE
+                + "    return torch.empty(n, 2, dtype=torch.float32, device=device).fill_(1)\n"),
+        # a module's `.type`: `.to` keeps its integer buffers integers (unsafe)
+        Example("import torch\nnet = torch.nn.BatchNorm1d(4).type(torch.cuda.FloatTensor)\n",
+                'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "net = torch.nn.BatchNorm1d(4).to(device, torch.float32)\n"),
         # an attribute alias: its uses may be anywhere (display)
         Example("import torch\nclass Model:\n    def __init__(self, gpu_ids):\n"
                 "        self.Tensor = torch.cuda.FloatTensor if gpu_ids else torch.Tensor\n"),
@@ -249,7 +265,8 @@ class LegacyCudaTensorType(Rule):
                 continue
             message = (f"`{type_name}` allocates on the implicit current device and fails without CUDA; "
                        f"use `dtype=torch.{dtype}` with an explicit `device=`")
-            yield ctx.violation(site.node, message, self._fix(ctx, site, kind, dtype, anchor))
+            fix = self._fix(ctx, site, kind, dtype, anchor)
+            yield ctx.violation(site.node, message, _unless_tensor(a, [site], fix) if kind == "type" else fix)
         yield from self._aliases(ctx)
 
     def _aliases(self, ctx: Context) -> Iterable[Violation]:
@@ -306,15 +323,12 @@ class LegacyCudaTensorType(Rule):
             return display(f"`{target}` is also used otherwise on line {ctx.start(other)[0]}")
         library = scope.kind == "module" and not a.devices.is_script  # the alias is a public name
 
-        def build(choice: str) -> Fix:
-            name, head, why = _alias_definition(a, scope, stmt, choice)
-            edits: List[Edit] = [head] if head is not None else []
-            if head is None:  # the same device is already defined: the alias line goes
-                line = ctx.start(stmt)[0]
-                if ctx.end(stmt)[0] != line or len(a.lines) <= line:
-                    return display("the alias shares its line with other code")
-                edits.append(Edit((line, 0), (line + 1, 0), "", a.lines[line - 1]))
+        def rewritten(device_of) -> Union[List[Edit], Fix]:
+            """The uses rewritten, each with the device ``device_of(site)`` names (display
+            where one cannot be)."""
+            edits: List[Edit] = []
             for site, kind in uses:
+                name = device_of(site)
                 if kind == "type":
                     edits.append(ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(name)),
                                                                    cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))]))
@@ -330,14 +344,54 @@ class LegacyCudaTensorType(Rule):
                 factory, lead = args
                 edits.append(ctx.replace(site.node, f"{torch}.{factory}({lead}{', ' if lead else ''}"
                                                     f"dtype={torch}.{dtype}, device={name})"))
+            return edits
+
+        def removal() -> Union[Edit, Fix]:
+            gone = ctx.remove_lines(stmt)
+            return display("the alias shares its line with other code") if gone is None else gone
+
+        def build(choice: str) -> Fix:
+            name, head, why = _alias_definition(a, scope, stmt, choice)
+            edits = [head] if head is not None else [removal()]  # the same device is already defined: the alias goes
+            used = rewritten(lambda site: name)
+            if isinstance(edits[0], Fix) or isinstance(used, Fix):
+                return edits[0] if isinstance(edits[0], Fix) else used  # type: ignore[return-value]
             if library and not target.startswith("_"):
                 why = why or f"other modules may import `{target}`: this file looks like a library module"
+            why = why or _module_caveat(a, [site for site, kind in uses if kind == "type"])
             message = (f"Replace the alias by `{name}` and pass `dtype={torch}.{dtype}, device={name}` where it is used"
                        + (f" ({why})" if why else ""))
-            return Fix(Applicability.UNSAFE if why else Applicability.SAFE, message, tuple(edits), frozenset({name}))
+            return Fix(Applicability.UNSAFE if why else Applicability.SAFE, message, tuple(edits) + tuple(used),
+                       frozenset({name}))
+
+        def build_local() -> Optional[Fix]:
+            """A library's alias of the CUDA type used only in functions: each function
+            defines its device with the CPU fallback where it runs (TDL001's line there),
+            and the alias goes; None where a use is not in a function that can."""
+            definitions: List[Edit] = []
+            names = {}
+            for site, _ in uses:
+                name, edits, _why = ctx.local_device_definition(site)
+                if name is None:
+                    return None
+                names[site.node] = name
+                definitions += [e for e in edits if e not in definitions]
+            used = rewritten(lambda site: names[site.node])
+            gone = removal()
+            if isinstance(used, Fix) or isinstance(gone, Fix):
+                return None
+            return Fix(Applicability.UNSAFE, (
+                f"Remove the alias; each function that uses it defines its device (falls back to the CPU) and passes "
+                f"`dtype={torch}.{dtype}, device=...` (other modules may import `{target}`: this file looks like a "
+                "library module)"), tuple(definitions) + (gone,) + tuple(used))
 
         exact = build(choice)
         fallback = f'{torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
+        if library and uses and exact.applicability is not Applicability.DISPLAY \
+                and _squash(choice) == _squash(f'{torch}.device("cuda")'):
+            local = build_local()  # no definition at import: the functions ask when they run
+            if local is not None:
+                return ctx.guarded(local)
         if (exact.applicability is Applicability.DISPLAY or _squash(choice) != _squash(f'{torch}.device("cuda")')
                 or library or a.process.env_writes):
             return ctx.guarded(exact)
@@ -476,6 +530,30 @@ def _alias_device(a, scope, value: cst.BaseExpression, dtype: str, torch: Option
             return None
         return f"{torch}.device({body} if {a.code(value.test)} else {orelse})"
     return f"{torch}.device({side(value)})" if side(value) else None
+
+
+# how `.to(device, dtype)` differs from `.type(T)` on a module
+_INTEGER_BUFFERS = ("`{}` is a module: `.to` keeps its integer buffers (BatchNorm's `num_batches_tracked`) "
+                    "integers, where `.type` made them floating point")
+
+
+def _module_caveat(a, sites: List[CallSite]) -> str:
+    """Why ``x.type(T)`` -> ``x.to(device, dtype)`` changes behaviour: on a module
+    ``.type`` casts every buffer, integers too ("" when no receiver is provably a module,
+    the run's other files' classes counted: applicability only)."""
+    for site in sites:
+        receiver = site.node.func.value  # type: ignore[attr-defined]
+        if a.torch_kind(receiver, site.scope, use_project=True) == "module":
+            return _INTEGER_BUFFERS.format(a.code(receiver))
+    return ""
+
+
+def _unless_tensor(a, sites: List[CallSite], fix: Fix) -> Fix:
+    """``fix`` unsafe (without a safe variant) where ``_module_caveat`` applies."""
+    caveat = _module_caveat(a, sites) if fix.applicability is not Applicability.DISPLAY else ""
+    if not caveat:
+        return fix
+    return Fix(Applicability.UNSAFE, f"{fix.message} ({caveat})", fix.edits, fix.defines, fix.blocked_by)
 
 
 def _alias_uses(a, scope, target: str, bound: cst.Name) -> Tuple[List[Tuple[CallSite, str]], Optional[cst.CSTNode]]:

@@ -183,7 +183,8 @@ class HardcodedGpuDevice(Rule):
         "import torch\ndef make(device_id):\n"
         "    return torch.device(device_id) if device_id >= 0 else torch.device('cpu')\n",
         # a rank-named parameter or attribute that holds a device string (OpenNMT's noise models)
-        "import torch\nclass Noise:\n    def __init__(self, prob, device_id='cpu'):\n        self.device_id = device_id\n"
+        "import torch\nclass Noise:\n    def __init__(self, prob, device_id='cpu'):\n"
+        "        self.device_id = device_id\n"
         "    def to_device(self, t):\n        return t.to(torch.device(self.device_id))\n"
         "class Infilling(Noise):\n    def poisson(self, ps):\n"
         "        return torch.tensor(ps, device=torch.device(self.device_id))\n",

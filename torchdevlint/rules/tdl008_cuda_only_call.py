@@ -10,7 +10,7 @@ import libcst as cst
 
 from .. import names as N
 from ..analysis import CallSite, walk
-from ..model import Applicability, Edit, Fix, Violation
+from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import (chosen_conditionally, evaluated, guard_statement, held_value, meant_for_gpus, stands_alone,
                           torch_for_test, unconditional)
@@ -108,19 +108,19 @@ class CudaOnlyCall(Rule):
 
         An assertion that CUDA is there, `assert torch.cuda.is_available()` (with a
         message or not; or through a name bound to it, `use_cuda =
-        torch.cuda.is_available()` then `assert use_cuda`, `is True`, `== True`, later in
-        the same block), and in a script (a file that is run, not imported) `if not
+        torch.cuda.is_available()` then `assert use_cuda`, `is True`, `== True`, later
+        in the same block), and in a script (a file that is run, not imported) `if not
         torch.cuda.is_available():` (or `if not use_cuda:` after such a binding) whose
-        body only reports and stops (`raise ...`, `print(...)` then `sys.exit(1)`), where it runs whatever happens (at a module's
-        top level, in a function; not under an `if`: `if args.cuda: assert ...` checks
-        what the user asked for; not in a `try`; not a count, `assert
-        torch.cuda.device_count() >= 2`, a requirement of its own; not in a function or
-        class named or decorated for GPUs): the program stops on the CPU by the author's
-        word, though its code could run there. While it stands, TDL007 takes the module
-        (or function) for GPU-only and names none of its GPUs; once it is removed,
-        TDL007 gives them their CPU fallbacks (in the same `fix`). A library's `if not
-        torch.cuda.is_available(): raise ...` is kept: it guards kernels that need CUDA
-        (a quantizer, a fused optimizer).
+        body only reports and stops (`raise ...`, `print(...)` then `sys.exit(1)`),
+        where it runs whatever happens (at a module's top level, in a function; not
+        under an `if`: `if args.cuda: assert ...` checks what the user asked for; not in
+        a `try`; not a count, `assert torch.cuda.device_count() >= 2`, a requirement of
+        its own; not in a function or class named or decorated for GPUs): the program
+        stops on the CPU by the author's word, though its code could run there. While it
+        stands, TDL007 takes the module (or function) for GPU-only and names none of its
+        GPUs; once it is removed, TDL007 gives them their CPU fallbacks (in the same
+        `fix`). A library's `if not torch.cuda.is_available(): raise ...` is kept: it
+        guards kernels that need CUDA (a quantizer, a fused optimizer).
 
         Entering `with torch.cuda.device(k):` raises too (not `torch.cuda.device_of(t)`,
         nor a negative index or `None`: no-ops; nor a tensor's `.device`: the block
@@ -505,13 +505,11 @@ class CudaOnlyCall(Rule):
         if isinstance(line, cst.SimpleStatementLine) and len(line.body) > 1:
             return Fix(Applicability.DISPLAY, f"{message} (display only: the line holds other statements: "
                                               "split it first)")
-        first, last = a.first_line(line), a.range(line).end.line
         if _alone_in_block(a, line):
             return Fix(Applicability.UNSAFE, message, (ctx.replace(stop, "pass"),))
-        if 1 < first and last < len(a.lines) and not a.lines[first - 2].strip() and not a.lines[last].strip():
-            last += 1  # between blank lines: one of them goes too
-        seen = "\n".join(a.lines[first - 1:last])
-        return Fix(Applicability.UNSAFE, message, (Edit((first, 0), (last + 1, 0), "", seen),))
+        gone = ctx.remove_lines(line)
+        assert gone is not None  # (one statement on its line: tested above)
+        return Fix(Applicability.UNSAFE, message, (gone,))
 
     def _one_process(self, ctx: Context, site: CallSite, count: cst.Call) -> Fix:
         """``torch.cuda.device_count()`` -> ``torch.cuda.device_count() or 1`` (an
@@ -616,7 +614,8 @@ def _held_stop(ctx: Context, site: CallSite) -> Tuple[Union[cst.Assert, cst.If, 
     return memo[site.node]
 
 
-def _find_held_stop(ctx: Context, site: CallSite) -> Tuple[Union[cst.Assert, cst.If, None], Optional[cst.BaseStatement]]:
+def _find_held_stop(ctx: Context,
+                    site: CallSite) -> Tuple[Union[cst.Assert, cst.If, None], Optional[cst.BaseStatement]]:
     a = ctx.analysis
     line = site.line
     small = line.body[0] if line is not None and len(line.body) == 1 else None

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import runpy
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -83,8 +85,11 @@ def run_program(path: str) -> dict:
 
 
 def run_in_subprocess(path: str, timeout: int = 120) -> dict:
-    r = subprocess.run([sys.executable, "-m", "torchdevlint.sim.proof", path],
-                       capture_output=True, text=True, timeout=timeout)
+    """Run ``path`` under the proof runner; what the program (and torch: elastic agents,
+    error files) writes in the temporary folder goes with a folder of its own."""
+    with tempfile.TemporaryDirectory(prefix="torchdevlint-proof-") as scratch:
+        r = subprocess.run([sys.executable, "-m", "torchdevlint.sim.proof", path],
+                           capture_output=True, text=True, timeout=timeout, env={**os.environ, "TMPDIR": scratch})
     if r.returncode != 0:
         raise RuntimeError(f"proof runner failed on {path}: {r.stderr.strip()[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])

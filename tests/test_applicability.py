@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from torchdevlint.engine import fix_source
 from torchdevlint.settings import Settings
 
 from helpers import findings, fixed
@@ -115,3 +116,23 @@ def test_a_modules_type_conversion_is_unsafe_where_a_tensors_is_safe():
     old = torch.nn.BatchNorm1d(4).type(torch.FloatTensor).num_batches_tracked.dtype
     new = torch.nn.BatchNorm1d(4).to("cpu", torch.float32).num_batches_tracked.dtype
     assert (old, new) == (torch.float32, torch.int64)
+
+
+def test_a_fix_whose_rewrites_another_makes_adds_no_second_definition():
+    """OpenNMT's translation server: `torch.cuda.set_device(self.opt.gpu)` then a bare
+    `.cuda()`. TDL101's fix replaces the binding with a device and moves the model to it;
+    TDL001's makes the same move with a device defined at the top of the function. Both
+    count as converted, and only TDL101's definition is written (the other would be dead)."""
+    text = ("import torch\n\n\nclass Server:\n    def to_gpu(self):\n        if self.ct2:\n"
+            "            self.translator.to_gpu()\n        else:\n            torch.cuda.set_device(self.opt.gpu)\n"
+            "            self.translator.model.cuda()\n")
+    every = Settings(select=("ALL",))
+    assert sorted(v.code for v in findings(text, settings=every)) == ["TDL001", "TDL101"]
+    out = fixed(text, settings=every)
+    assert out == text.replace(
+        "torch.cuda.set_device(self.opt.gpu)\n            self.translator.model.cuda()",
+        'device = torch.device("cuda", self.opt.gpu) if torch.cuda.is_available() else torch.device("cpu")\n'
+        "            self.translator.model.to(device)")
+    assert fixed(out, settings=every) == out
+    outcome = fix_source(text, "server.py", every, unsafe=True)
+    assert dict(outcome.applied) == {"TDL001": 1, "TDL101": 1}

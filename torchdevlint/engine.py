@@ -291,6 +291,12 @@ def _choose(found: List[Violation], text: str, unsafe: bool) -> List[Violation]:
         spans = [(index.offset(e.start), index.offset(e.end)) for e in fix.edits if e not in taken_set]
         if any(_conflicts(span, taken) for span in spans) or _self_overlap(spans):
             continue
+        rewrites = tuple(e for e in fix.edits if e.start != e.end)
+        if rewrites and all(e in taken_set for e in rewrites):
+            # a chosen fix makes the same rewrites, with its own definitions: this one's
+            # insertions (another definition of the name) would be dead code
+            chosen.append(dataclasses.replace(v, fix=dataclasses.replace(fix, edits=rewrites)))
+            continue
         if any(n in defined and _defining(defined[n], n) != _defining(fix, n) for n in fix.defines):
             continue  # two different definitions of one name: the later waits a round
         chosen.append(v)

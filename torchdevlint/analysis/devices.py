@@ -325,8 +325,12 @@ class DeviceFacts:
             q = self.a.qualname(expr.func, scope)
             if q == "torch.device":
                 return True
+            # a helper that gives one, this file's or another module's (fairseq's
+            # `utils.get_tpu_device()`); not torch's (`torch.cuda.device` is a context),
+            # nor one that moves something to a device (`to_device(x, d)`)
             name = _last_name(expr.func) or ""
-            return q is None and name.endswith("device") and name not in ("set_device",)
+            return ((q is None or q.split(".")[0] != "torch") and name.endswith("device")
+                    and name != "set_device" and not name.startswith(("to_", "move")))
         if isinstance(expr, cst.Attribute):
             return expr.attr.value == "device"
         if isinstance(expr, cst.Name):

@@ -56,6 +56,9 @@ class CudaCallBypassesDevice(Rule):
         "import torch\ndef f(x, device=None):\n    return torch.zeros(1).cuda()\n",
         "import torch\nx = torch.zeros(1).cuda()\ndevice = torch.device('cuda:1')\n",
         "import torch\nfor device in devices:\n    pass\nx = torch.zeros(1).cuda()\n",
+        # what a helper that moves something gives is no device (TDL001's)
+        "import torch\nfrom helpers import to_device\n\n\nclass Trainer:\n    def __init__(self, batch):\n"
+        "        self.device = to_device(batch)\n\n    def step(self):\n        return torch.zeros(1).cuda()\n",
         # gpytorch's tests: the GPU branch of the choice is the current device, under its own test
         "import torch\ndef test_fit(cuda=False):\n    device = torch.device('cuda') if cuda else torch.device('cpu')\n"
         "    if cuda:\n        model.cuda()\n",
@@ -88,6 +91,18 @@ class CudaCallBypassesDevice(Rule):
             "    if cuda or debug:\n        model.cuda()\n",
             "import torch\ndef fit(cuda):\n    device = torch.device('cuda') if cuda else torch.device('cpu')\n"
             "    if cuda or debug:\n        model.to(device)\n",
+        ),
+        Example(  # fairseq's trainer: one branch per accelerator, a helper of another module's for the TPU
+            "import torch\nfrom fairseq import utils\n\n\nclass Trainer:\n    def __init__(self, cfg):\n"
+            "        if torch.cuda.is_available() and not cfg.cpu:\n            self.device = torch.device('cuda')\n"
+            "        elif cfg.tpu:\n            self.device = utils.get_tpu_device()\n        else:\n"
+            "            self.device = torch.device('cpu')\n\n    def overflow(self):\n"
+            "        return torch.tensor(0.0).cuda()\n",
+            "import torch\nfrom fairseq import utils\n\n\nclass Trainer:\n    def __init__(self, cfg):\n"
+            "        if torch.cuda.is_available() and not cfg.cpu:\n            self.device = torch.device('cuda')\n"
+            "        elif cfg.tpu:\n            self.device = utils.get_tpu_device()\n        else:\n"
+            "            self.device = torch.device('cpu')\n\n    def overflow(self):\n"
+            "        return torch.tensor(0.0).to(self.device)\n",
         ),
     )
 

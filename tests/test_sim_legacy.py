@@ -62,6 +62,28 @@ def test_legacy_types_variable_and_checkpoints(tmp_path):
     ]
 
 
+def test_a_checkpoint_written_through_an_open_file_or_a_buffer_is_restored_where_it_was(tmp_path):
+    """The PyTorch examples' `with open(args.save, 'wb') as f: torch.save(model, f)`, read
+    back with `open(..., 'rb')` (and a BytesIO): the model's tensors come back on the GPU
+    they were saved from, as on a GPU machine; `map_location` still decides when given."""
+    program = textwrap.dedent("""\
+        import io
+        import torch
+        model = torch.nn.Linear(2, 2).cuda(1)
+        with open("model.pt", "wb") as f:
+            torch.save(model, f)
+        with open("model.pt", "rb") as f:
+            print(next(torch.load(f, weights_only=False).parameters()).device)
+        with open("model.pt", "rb") as f:
+            print(next(torch.load(f, weights_only=False, map_location="cpu").parameters()).device)
+        buffer = io.BytesIO()
+        torch.save({"w": torch.zeros(2).cuda(1)}, buffer)
+        buffer.seek(0)
+        print(torch.load(buffer)["w"].device)
+        """)
+    assert _simulated(tmp_path, "through_files.py", program) == ["cuda:1", "cpu", "cuda:1"]
+
+
 def test_legacy_types_fail_on_real_cpu_torch_as_before(tmp_path):
     (tmp_path / "legacy.py").write_text("import torch\ntorch.cuda.FloatTensor(2)\n")
     r = subprocess.run([sys.executable, "legacy.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)

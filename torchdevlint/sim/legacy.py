@@ -12,11 +12,12 @@
   device, as in torch.
 - ``Variable(t)`` returns a tensor on ``t``'s device (``isinstance(x, Variable)`` holds for
   every tensor, as in torch >= 0.4).
-- ``torch.save`` remembers the simulated device of each tensor it writes to a path, and
-  ``torch.load`` without ``map_location`` restores them there (a real checkpoint saved on
-  a GPU is restored to the device its storages name); with ``map_location`` (a device, a
-  string, a dict of locations, or a function of the storage such as ``lambda storage,
-  loc: storage.cuda()``), tensors land where it says.
+- ``torch.save`` remembers the simulated device of each tensor it writes to a path (or
+  to an open file of one, or a buffer), and ``torch.load`` without ``map_location``
+  restores them there (a real checkpoint saved on a GPU is restored to the device its
+  storages name); with ``map_location`` (a device, a string, a dict of locations, or a
+  function of the storage such as ``lambda storage, loc: storage.cuda()``), tensors land
+  where it says.
 """
 
 from __future__ import annotations
@@ -89,13 +90,16 @@ def patch_legacy(sim, set_attr) -> None:
     set_attr(torch.autograd, "Variable", Variable)
     set_attr(torch.autograd.variable, "Variable", Variable)
 
-    saved: Dict[str, List[Optional[int]]] = {}
+    saved: Dict[Any, List[Optional[int]]] = {}
+    kept: List[Any] = []  # the buffers keyed by identity stay alive: their ids are not reused
     original_save, original_load = torch.save, torch.load
 
     def save(obj, f, *args, **kwargs):
         result = original_save(obj, f, *args, **kwargs)
-        if isinstance(f, (str, os.PathLike)):
-            saved[os.path.abspath(os.fspath(f))] = [sim.index(t) for t in _tensors(obj)]
+        key = _file_key(f)
+        if key[0] == "object":
+            kept.append(f)
+        saved[key] = [sim.index(t) for t in _tensors(obj)]
         return result
 
     def load(f, map_location=None, *args, **kwargs):
@@ -113,7 +117,7 @@ def patch_legacy(sim, set_attr) -> None:
             return storage
 
         out = original_load(f, record, *args, **kwargs)
-        known = saved.get(os.path.abspath(os.fspath(f))) if isinstance(f, (str, os.PathLike)) else None
+        known = saved.get(_file_key(f))
         for i, t in enumerate(_tensors(out)):
             if known is not None and i < len(known):  # saved under the simulator: where it was
                 location = "cpu" if known[i] is None else f"cuda:{known[i]}"
@@ -128,6 +132,15 @@ def patch_legacy(sim, set_attr) -> None:
 
     set_attr(torch, "save", save)
     set_attr(torch, "load", load)
+
+
+def _file_key(f) -> tuple:
+    """What identifies where a checkpoint was written: a path, the path of an open file
+    (``with open(path, "wb") as f: torch.save(model, f)``), else the buffer itself."""
+    name = f if isinstance(f, (str, os.PathLike)) else getattr(f, "name", None)
+    if isinstance(name, (str, os.PathLike)):
+        return ("path", os.path.abspath(os.fspath(name)))
+    return ("object", id(f))
 
 
 def _placed_by(map_location, storage, location: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Iterable, Optional
 
 import libcst as cst
 
@@ -70,7 +70,10 @@ class LoadWithoutMapLocation(Rule):
         type), `map_location=device` with the device defined where the script starts
         (the one definition TDL001 and TDL005 use, CPU fallback included): the
         checkpoint lands on the device the script computes on, GPU 0 on a GPU machine
-        as before, and it loads without CUDA; in a script that places nothing on a GPU
+        as before, and it loads without CUDA (`device if args.cuda else "cpu"` where
+        every placement is under one flag's `if args.cuda:`, as the PyTorch examples of
+        2017 wrote them: without the flag the work stays on the CPU, and so does the
+        checkpoint); in a script that places nothing on a GPU
         (a checkpoint converter), `map_location="cpu"`.
         In a library module, where a function computes on the GPU itself (a bare
         `.cuda()`, a legacy CUDA type: a checkpoint's model rebuilt and moved),
@@ -114,6 +117,13 @@ class LoadWithoutMapLocation(Rule):
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "def main(path):\n    ckpt = torch.load(path, map_location=device)\n    net = ckpt['model'].to(device)\n"
                 "    return net, ckpt['epoch']\nif __name__ == '__main__':\n    main('c.pt')\n"),
+        # ... every placement under one flag: the checkpoint follows the flag (the examples' word model)
+        Example("import torch\nmodel = build()\nif args.cuda:\n    model.cuda()\nfor x in data:\n    if args.cuda:\n"
+                "        x = x.cuda()\n    model(x)\nwith open(args.save, 'rb') as f:\n    model = torch.load(f)\n",
+                'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = build()\n'
+                "if args.cuda:\n    model.to(device)\nfor x in data:\n    if args.cuda:\n        x = x.to(device)\n"
+                "    model(x)\nwith open(args.save, 'rb') as f:\n"
+                "    model = torch.load(f, map_location=device if args.cuda else \"cpu\")\n"),
         # a script that places nothing on a GPU (a checkpoint converter): the CPU
         Example("import torch\ndef main(src, dst):\n    ckpt = torch.load(src)\n    ckpt['meta'] = 1\n"
                 "    torch.save(ckpt, dst)\nif __name__ == '__main__':\n    main('a.pt', 'b.pt')\n",
@@ -203,6 +213,10 @@ class LoadWithoutMapLocation(Rule):
             if name is None:
                 return Fix(Applicability.DISPLAY, f"Pass `map_location=` the script's device (display only: {why_not})")
             value, why = name, "a device defined where the script starts (falls back to the CPU): the tensors land there"
+            flag = _placement_flag(a)
+            if flag is not None:  # `if args.cuda: model.cuda()`: without the flag, the work stays on the CPU
+                value, why = f'{name} if {flag} else "cpu"', (
+                    f"the script's device (falls back to the CPU) where `{flag}` places its work, else the CPU")
         else:  # a script that places nothing on a GPU itself (a checkpoint converter)
             value, why = '"cpu"', "this script places nothing on a GPU itself"
         edits = ctx.add_keyword(site.node, f"map_location={value}")
@@ -210,6 +224,29 @@ class LoadWithoutMapLocation(Rule):
             return Fix(Applicability.DISPLAY, f"Pass `map_location={value}` (the call's layout is unusual)")
         return ctx.guarded(Fix(Applicability.UNSAFE, f"Pass `map_location={value}` ({why})",
                                tuple(definition) + tuple(edits), frozenset({value}) if definition else frozenset()))
+
+
+def _placement_flag(a) -> Optional[str]:
+    """The test of the ``if`` that guards every GPU placement of the script (its bare
+    ``.cuda()`` calls and legacy CUDA types), when it is one and the same flag and not
+    CUDA's availability (``if args.cuda:`` in the PyTorch examples of 2017): a one-line
+    header, as written; None otherwise."""
+    sites = [s for s, _ in a.devices.sites("TDL001")] + [s for s, _, _ in a.devices.legacy_types]
+    tests = set()
+    for site in sites:
+        header = ""  # the nearest enclosing `if`, through loops and `with` blocks
+        for _, text in a.devices.outline.headers(a.range(site.node).start.line):
+            if not text.startswith(("for ", "while ", "with ", "async ")):
+                header = text
+                break
+        m = re.fullmatch(r"(?:el)?if\s+([^#:]+?)\s*:\s*(?:#.*)?", header)
+        if m is None:
+            return None  # not under an `if` (or under its `else`, or a header on more than one line)
+        tests.add(m.group(1))
+    test = tests.pop() if len(tests) == 1 else None
+    if test is None or "cuda" not in test.lower() or a.devices.is_availability(test):
+        return None
+    return test
 
 
 def _computes_on_gpu(a, site: CallSite) -> bool:

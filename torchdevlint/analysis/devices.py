@@ -625,10 +625,12 @@ class DeviceFacts:
         tuple of tensors, which has no device), the first tensor unpacked from it."""
         a = self.a
         fn = a.enclosing_function(site.scope)
-        if not (fn is not None and fn.klass is not None and fn.name == "forward"
-                and a.is_module_class(fn.klass) and len(fn.params) >= 2 and fn.params[0] == "self"):
+        if not (fn is not None and fn.klass is not None and fn.name == "forward" and a.is_module_class(fn.klass)):
             return None
-        first = fn.params[1]
+        positional = [p.name.value for p in (*fn.node.params.posonly_params, *fn.node.params.params)]  # type: ignore[union-attr]
+        if len(positional) < 2 or positional[0] != "self":
+            return None  # no input tensor of its own (`forward(self, **batch)`: a dict)
+        first = positional[1]
         line = a.range(site.node).start.line
         for stmt in fn.node.body.body:  # type: ignore[union-attr]
             if a.range(stmt).start.line >= line:

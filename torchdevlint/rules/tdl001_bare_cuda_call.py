@@ -125,6 +125,13 @@ class BareCudaCall(Rule):
                 "        loc_data, conf_data = predictions\n        loc_t = torch.zeros(loc_data.size())\n"
                 "        if self.use_gpu:\n            loc_t = loc_t.to(loc_data.device)\n"
                 "        return (loc_data - loc_t).sum()\n"),
+        # ... but keyword inputs are a dict, with no device (accelerate's Megatron engine):
+        # the function's own device
+        Example("import torch\nclass Engine(torch.nn.Module):\n    def forward(self, **batch):\n"
+                "        return torch.zeros(2).cuda() + batch['x']\n",
+                "import torch\nclass Engine(torch.nn.Module):\n    def forward(self, **batch):\n"
+                '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "        return torch.zeros(2).to(device) + batch['x']\n"),
         # an exact current device in scope: safe
         Example(
             "import torch\ndevice = torch.device('cuda')\nx = torch.zeros(1).cuda()\n",

@@ -9,8 +9,13 @@ import libcst as cst
 
 from ..analysis import CallSite, walk
 from ..model import Applicability, Fix, Violation
-from .base import Context, Example, Rule
+from .base import Context, Example, Rule, Uninsertable
+from .portability import torch_for_test
 
+# accelerators other than CUDA that a module may save tensors from (their devices are no CUDA's)
+_OTHER_ACCELERATORS = re.compile(r"(?i)\b(?:torch_xla|xla|tpu|mps|xpu|hpu|npu|habana)\b")
+# what a library function's load gets where nothing says where its tensors go (the examples)
+FALLBACK = 'map_location=None if torch.cuda.is_available() else "cpu"'
 # loader -> the position of map_location among its positional parameters
 LOADERS = {
     "torch.load": 1,
@@ -31,7 +36,8 @@ class LoadWithoutMapLocation(Rule):
     fixable = "sometimes"
     fix_summary = ('`map_location=<device in scope>`, `"cpu"` where what it loads only reaches '
                    '`load_state_dict` (filtered, copied) and in CPU-only scripts, or the device a script or a '
-                   'function that computes on the GPU defines (unsafe); else display in library modules')
+                   'function that computes on the GPU defines; in other library functions `None if '
+                   'torch.cuda.is_available() else "cpu"` (unsafe); display at a library\'s module level')
     what = """
         `torch.load`, `torch.jit.load` and `torch.hub.load_state_dict_from_url` called
         without `map_location` (neither by keyword nor in its position), and without
@@ -78,8 +84,14 @@ class LoadWithoutMapLocation(Rule):
         In a library module, where a function computes on the GPU itself (a bare
         `.cuda()`, a legacy CUDA type: a checkpoint's model rebuilt and moved),
         `map_location=device` with the device TDL001 defines in that function (CPU
-        fallback, asked when the function runs); elsewhere in a library it is
-        display-only: the caller may rely on the tensors being on the GPU.
+        fallback, asked when the function runs); in its other functions, whose callers
+        may rely on the tensors being where they were saved, `map_location=None if
+        torch.cuda.is_available() else "cpu"`: where CUDA is, `None` is torch's own
+        default (every tensor on the GPU it was saved from, as before), and without it
+        the checkpoint loads on the CPU instead of failing (display-only in a module that
+        also serves another accelerator, XLA, MPS, XPU...: its tensors would go to the
+        CPU too). At a library's module level the question would run at every import:
+        display-only.
     """
     VALID = (
         "import torch\nx = torch.load('a.pt', map_location='cpu')\n",
@@ -110,7 +122,9 @@ class LoadWithoutMapLocation(Rule):
             "import torch\ndef resume(model, opt, path):\n    ckpt = torch.load(path, map_location=\"cpu\")\n"
             "    model.load_state_dict(ckpt['model'])\n    opt.load_state_dict(ckpt['opt'])\n",
         ),
-        Example("import torch\ndef resume(path):\n    ckpt = torch.load(path)\n    return ckpt['epoch']\n"),
+        Example("import torch\ndef resume(path):\n    ckpt = torch.load(path)\n    return ckpt['epoch']\n",
+                "import torch\ndef resume(path):\n"
+                "    ckpt = torch.load(path, " + FALLBACK + ")\n    return ckpt['epoch']\n"),
         # a script that computes on the GPU: its device, defined where it starts
         Example("import torch\ndef main(path):\n    ckpt = torch.load(path)\n    net = ckpt['model'].cuda()\n"
                 "    return net, ckpt['epoch']\nif __name__ == '__main__':\n    main('c.pt')\n",
@@ -166,16 +180,29 @@ class LoadWithoutMapLocation(Rule):
                 "    ckpt = torch.load(path, map_location=device)\n"
                 "    model = build(ckpt['hparams'])\n    model.load_state_dict(ckpt['model'])\n"
                 "    return model.to(device)\n"),
-        # ... but a tensor that goes elsewhere, or the checkpoint itself returned (display)
+        # ... but a tensor that goes elsewhere, or the checkpoint itself returned: the
+        # tensors where they were saved where CUDA is (torch's default), else on the CPU
         Example("import torch\n\n\ndef load(model, path):\n    sd = torch.load(path)\n    for k, v in sd.items():\n"
-                "        model.register_buffer(k, v)\n    model.load_state_dict(sd)\n", None),
+                "        model.register_buffer(k, v)\n    model.load_state_dict(sd)\n",
+                "import torch\n\n\ndef load(model, path):\n    sd = torch.load(path, " + FALLBACK + ")\n"
+                "    for k, v in sd.items():\n        model.register_buffer(k, v)\n    model.load_state_dict(sd)\n"),
         Example("import torch\n\n\ndef load(model, path):\n    ckpt = torch.load(path)\n"
-                "    model.load_state_dict(ckpt['state_dict'])\n    return ckpt\n", None),
-        # ... an entry the code goes on with (display: no device is bound here)
+                "    model.load_state_dict(ckpt['state_dict'])\n    return ckpt\n",
+                "import torch\n\n\ndef load(model, path):\n    ckpt = torch.load(path, " + FALLBACK + ")\n"
+                "    model.load_state_dict(ckpt['state_dict'])\n    return ckpt\n"),
+        # ... not where the module serves another accelerator too (its tensors would move: display)
+        Example("import torch\nimport torch_xla.core.xla_model as xm\n\n\ndef broadcast(buffer):\n"
+                "    return torch.load(buffer)\n"),
+        # ... an entry the code goes on with
         Example("import torch\n\n\ndef load(gan, path):\n    data = torch.load(path)\n    print(data['version'])\n"
-                "    gan.load_state_dict(data['GAN'])\n    return data['ema']\n", None),
+                "    gan.load_state_dict(data['GAN'])\n    return data['ema']\n",
+                "import torch\n\n\ndef load(gan, path):\n    data = torch.load(path, " + FALLBACK + ")\n"
+                "    print(data['version'])\n    gan.load_state_dict(data['GAN'])\n    return data['ema']\n"),
         Example("import torch\n\n\ndef load(gan, path):\n    data = torch.load(path)\n    ema = data['ema']\n"
-                "    gan.load_state_dict(data['GAN'])\n    return ema\n", None),
+                "    gan.load_state_dict(data['GAN'])\n    return ema\n",
+                "import torch\n\n\ndef load(gan, path):\n    data = torch.load(path, " + FALLBACK + ")\n"
+                "    ema = data['ema']\n"
+                "    gan.load_state_dict(data['GAN'])\n    return ema\n"),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -203,9 +230,7 @@ class LoadWithoutMapLocation(Rule):
             name, definition, where = (ctx.local_device_definition(site) if _computes_on_gpu(a, site)
                                        else (None, [], ""))
             if name is None:
-                return Fix(Applicability.DISPLAY,
-                           "Pass `map_location=` the device the tensors should live on (no device is "
-                           "bound here, and the result is used beyond `load_state_dict`)")
+                return self._cpu_without_cuda(ctx, site)
             value, why = name, f"{where}; the function computes there itself, and the tensors land there"
         elif a.devices.sites("TDL001") or a.devices.legacy_types:
             # a script that computes on the GPU: the one device definition TDL001 and TDL005 use
@@ -224,6 +249,30 @@ class LoadWithoutMapLocation(Rule):
             return Fix(Applicability.DISPLAY, f"Pass `map_location={value}` (the call's layout is unusual)")
         return ctx.guarded(Fix(Applicability.UNSAFE, f"Pass `map_location={value}` ({why})",
                                tuple(definition) + tuple(edits), frozenset({value}) if definition else frozenset()))
+
+    def _cpu_without_cuda(self, ctx: Context, site: CallSite) -> Fix:
+        """A library function's load whose result goes on beyond ``load_state_dict``:
+        ``map_location=None if torch.cuda.is_available() else "cpu"``. Where CUDA is,
+        ``None`` is torch's own default (every tensor where it was saved, as before: the
+        caller may rely on it); without CUDA, the CPU, where the load would fail."""
+        hint = ("Pass `map_location=` the device the tensors should live on (no device is bound here, and the "
+                "result is used beyond `load_state_dict`)")
+        other = _OTHER_ACCELERATORS.search(ctx.analysis.text)
+        if other is not None:  # lightning's XLA strategy: its checkpoints' XLA tensors would go to the CPU
+            return Fix(Applicability.DISPLAY, f"{hint} (display only: this module also serves `{other.group(0)}` "
+                                              "devices, which a CPU fallback would move to the CPU)")
+        try:  # (asked when the function runs, where the load initialises CUDA anyway)
+            torch, imports = torch_for_test(ctx, site, new_query=False)
+        except Uninsertable as exc:
+            return Fix(Applicability.DISPLAY, f"{hint} (display only: {exc})")
+        value = f'None if {torch}.cuda.is_available() else "cpu"'
+        edits = ctx.add_keyword(site.node, f"map_location={value}")
+        if edits is None:
+            return Fix(Applicability.DISPLAY, f"{hint} (the call's layout is unusual)")
+        return ctx.guarded(Fix(Applicability.UNSAFE, (
+            f"Pass `map_location={value}` (no device is bound here, and the result is used beyond "
+            "`load_state_dict`: where CUDA is, every tensor lands where it was saved, as before; without it, on "
+            "the CPU)"), tuple(imports) + tuple(edits)))
 
 
 def _placement_flag(a) -> Optional[str]:

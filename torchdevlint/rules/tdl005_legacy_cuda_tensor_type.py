@@ -87,19 +87,20 @@ class LegacyCudaTensorType(Rule):
         either).
 
         The alias idiom `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`
-        is rewritten as a whole: the alias becomes `device = torch.device("cuda" if cuda
-        else "cpu")` (the very same choice, made at the same point), every `Tensor(...)`
-        a factory call with `dtype=` and `device=`, every `x.type(Tensor)` a `.to(device,
-        dtype)`: **safe** in a script. When the script already defines `device` before
-        the alias, the alias goes and its uses take that device (**unsafe** unless it is
-        the same expression). In a library module the alias is a public name other
-        modules may import: **unsafe**; there an unconditional CUDA alias whose uses are
-        all in functions goes, and each of those functions defines its own device with
-        the CPU fallback (TDL001's line there: a library gets no definition at import,
-        and the functions ask when they run). When `Tensor` is used in any other way (passed
-        on, `isinstance`, rebound) or one of its calls has unpacked or named arguments,
-        the fix is display-only: all of it or nothing (a call whose one argument may be
-        a size or data becomes the CPU type's, `torch.FloatTensor(x).to(device)`).
+        is rewritten as a whole (with its own aliases, `Tensor = FloatTensor`, which
+        go): the alias becomes `device = torch.device("cuda" if cuda else "cpu")` (the
+        very same choice, made at the same point), every `Tensor(...)` a factory call
+        with `dtype=` and `device=`, every `x.type(Tensor)` a `.to(device, dtype)`:
+        **safe** in a script. When the script already defines `device` before the alias,
+        the alias goes and its uses take that device (**unsafe** unless it is the same
+        expression). In a library module the alias is a public name other modules may
+        import: **unsafe**; there an unconditional CUDA alias whose uses are all in
+        functions goes, and each of those functions defines its own device with the CPU
+        fallback (TDL001's line there: a library gets no definition at import, and the
+        functions ask when they run). When `Tensor` is used in any other way (passed on,
+        `isinstance`, rebound) or one of its calls has unpacked or named arguments, the
+        fix is display-only: all of it or nothing (a call whose one argument may be a
+        size or data becomes the CPU type's, `torch.FloatTensor(x).to(device)`).
     """
     VALID = (
         "import torch\ntorch.set_default_tensor_type(torch.DoubleTensor)\n",
@@ -209,6 +210,14 @@ class LegacyCudaTensorType(Rule):
                 "for x in batches:\n    z = torch.tensor(np.ones(3), dtype=torch.float32, device=device)\n"
                 "    y = torch.empty(4, 2, dtype=torch.float32, device=device).fill_(1)\n"
                 "    w = x.to(device, torch.float32)\n"),
+        # ... with an alias of the alias (the DQN tutorial of 2017: `Tensor = FloatTensor`), which goes too
+        Example("import torch\nuse_cuda = torch.cuda.is_available()\n"
+                "FloatTensor = torch.cuda.FloatTensor if use_cuda else torch.FloatTensor\nTensor = FloatTensor\n"
+                "state = torch.randn(1, 4).type(Tensor)\nreward = Tensor([0.5])\n",
+                "import torch\nuse_cuda = torch.cuda.is_available()\n"
+                'device = torch.device("cuda" if use_cuda else "cpu")\n'
+                "state = torch.randn(1, 4).to(device, torch.float32)\n"
+                "reward = torch.tensor([0.5], dtype=torch.float32, device=device)\n"),
         # an unconditional CUDA alias in a script: `fix` makes it `torch.device("cuda")`
         # (the same choice); `--unsafe-fixes` gives it the CPU fallback
         Example("import torch\nimport numpy as np\nTensor = torch.cuda.FloatTensor\n"
@@ -318,15 +327,20 @@ class LegacyCudaTensorType(Rule):
                            "`torch` is not imported unconditionally")
         if len(scope.bindings.get(target, ())) != 1 or target in scope.declared:
             return display(f"`{target}` is bound more than once")
-        uses, other = _alias_uses(a, scope, target, stmt.body[0].targets[0].target)  # type: ignore[attr-defined]
+        uses, other, chained = _alias_uses(a, scope, target, stmt.body[0].targets[0].target)  # type: ignore[attr-defined]
         if other is not None:
             return display(f"`{target}` is also used otherwise on line {ctx.start(other)[0]}")
         library = scope.kind == "module" and not a.devices.is_script  # the alias is a public name
 
         def rewritten(device_of) -> Union[List[Edit], Fix]:
-            """The uses rewritten, each with the device ``device_of(site)`` names (display
-            where one cannot be)."""
+            """The uses rewritten, each with the device ``device_of(site)`` names, and the
+            aliases of the alias removed (display where one cannot be)."""
             edits: List[Edit] = []
+            for chain in chained:  # `Tensor = FloatTensor`: goes with the alias
+                gone = ctx.remove_lines(chain)
+                if gone is None:
+                    return display(f"`{a.code(chain.body[0])}` shares its line with other code")
+                edits.append(gone)
             for site, kind in uses:
                 name = device_of(site)
                 if kind == "type":
@@ -556,26 +570,42 @@ def _unless_tensor(a, sites: List[CallSite], fix: Fix) -> Fix:
     return Fix(Applicability.UNSAFE, f"{fix.message} ({caveat})", fix.edits, fix.defines, fix.blocked_by)
 
 
-def _alias_uses(a, scope, target: str, bound: cst.Name) -> Tuple[List[Tuple[CallSite, str]], Optional[cst.CSTNode]]:
+def _alias_uses(a, scope, target: str, bound: cst.Name
+                ) -> Tuple[List[Tuple[CallSite, str]], Optional[cst.CSTNode], List[cst.SimpleStatementLine]]:
     """The alias's uses, ``Tensor(...)`` ("call") and ``x.type(Tensor)`` ("type"), and
-    the first other mention of the name anywhere but ``bound`` (None when there is none)."""
+    the first other mention of the name anywhere but ``bound`` (None when there is none).
+    An alias of the alias at the top of the same scope, bound once (the DQN tutorial's
+    ``Tensor = FloatTensor``), is the same alias: its uses count, and its statement is
+    the third answer (the fix removes it)."""
+    names, seen, chained = [target], {bound}, []
+    body = scope.node.body if scope.kind == "module" else getattr(scope.node.body, "body", ())
+    for name in names:  # (grows while it is read: aliases of aliases)
+        for stmt in body:
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+            if (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Name)
+                    and small.value.value == name and isinstance(small.targets[0].target, cst.Name)):
+                alias = small.targets[0].target.value
+                if alias not in names and len(scope.bindings.get(alias, ())) == 1 and alias not in scope.declared:
+                    names.append(alias)
+                    chained.append(stmt)
+                    seen.update((small.value, small.targets[0].target))
     uses: List[Tuple[CallSite, str]] = []
-    seen = {bound}
     for site in a.calls:
         func, args = site.node.func, site.node.args
-        if isinstance(func, cst.Name) and func.value == target:
+        if isinstance(func, cst.Name) and func.value in names:
             uses.append((site, "call"))
             seen.add(func)
         elif (site.method == "type" and len(args) == 1 and args[0].keyword is None
-              and isinstance(args[0].value, cst.Name) and args[0].value.value == target):
+              and isinstance(args[0].value, cst.Name) and args[0].value.value in names):
             uses.append((site, "type"))
             seen.add(args[0].value)
-    for site, _ in uses:
-        owner, imported = a.lookup(target, site.scope)
+    for site, kind in uses:
+        used = site.node.func if kind == "call" else site.node.args[0].value
+        owner, imported = a.lookup(used.value, site.scope)  # type: ignore[attr-defined]
         if owner is not scope or imported is not None:
-            return uses, site.node  # a local of the same name: not the alias
+            return uses, site.node, chained  # a local of the same name: not the alias
     where = a.module if scope.kind == "module" else scope.node
-    return uses, next((n for n in _names(where, target) if n not in seen), None)
+    return uses, next((n for name in names for n in _names(where, name) if n not in seen), None), chained
 
 
 def _names(where: cst.CSTNode, target: str) -> List[cst.Name]:

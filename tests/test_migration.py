@@ -44,7 +44,7 @@ def test_fix_ends_with_what_was_converted_and_what_is_left_and_why(tmp_path):
         "import torch\n\nx = torch.cuda.FloatTensor(2, 3)\ny = torch.zeros(1).cuda()\n"
         "torch.cuda.set_device(0)\n")
     r = cli("fix", "--no-cache", "--diff", "--unsafe-fixes", ".", cwd=tmp_path)
-    assert "Would convert: TDL001 2, TDL005 1" in r.stderr.decode()
+    assert "Would convert: TDL001 2, TDL005 1, TDL006 1\n" in r.stderr.decode()
     # the library function gets its own device, with the CPU fallback: unsafe only
     assert (' def build(n):\n-    return torch.zeros(n).cuda()\n'
             '+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
@@ -58,12 +58,13 @@ def test_fix_ends_with_what_was_converted_and_what_is_left_and_why(tmp_path):
     assert "Left, by rule and reason:\n" in report
     assert ("  TDL001     1  needs --unsafe-fixes: a device defined in the function (falls back to the CPU): "
             "a library module gets no device at import\n") in report
-    assert ("  TDL006     1  display only: no device is bound here, and the result is used beyond "
-            "`load_state_dict`\n") in report
+    assert ("  TDL006     1  needs --unsafe-fixes: no device is bound here, and the result is used beyond "
+            "`load_state_dict`: where CUDA is, every tensor lands where it was saved, as before; without it, on "
+            "the CPU\n") in report
     assert "  TDL101     1  " in report
     r = cli("fix", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
     report = r.stderr.decode()
-    assert "Converted: TDL001 2, TDL005 1" in report
+    assert "Converted: TDL001 2, TDL005 1, TDL006 1\n" in report
     assert "needs --unsafe-fixes" not in report
 
 

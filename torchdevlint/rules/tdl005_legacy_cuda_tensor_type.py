@@ -366,17 +366,18 @@ class LegacyCudaTensorType(Rule):
 
         def build(choice: str) -> Fix:
             name, head, why = _alias_definition(a, scope, stmt, choice)
-            edits = [head] if head is not None else [removal()]  # the same device is already defined: the alias goes
+            first = head if head is not None else removal()  # the same device is already defined: the alias goes
             used = rewritten(lambda site: name)
-            if isinstance(edits[0], Fix) or isinstance(used, Fix):
-                return edits[0] if isinstance(edits[0], Fix) else used  # type: ignore[return-value]
+            if isinstance(first, Fix):
+                return first
+            if isinstance(used, Fix):
+                return used
             if library and not target.startswith("_"):
                 why = why or f"other modules may import `{target}`: this file looks like a library module"
             why = why or _module_caveat(a, [site for site, kind in uses if kind == "type"])
             message = (f"Replace the alias by `{name}` and pass `dtype={torch}.{dtype}, device={name}` where it is used"
                        + (f" ({why})" if why else ""))
-            return Fix(Applicability.UNSAFE if why else Applicability.SAFE, message, tuple(edits) + tuple(used),
-                       frozenset({name}))
+            return Fix(Applicability.UNSAFE if why else Applicability.SAFE, message, (first, *used), frozenset({name}))
 
         def build_local() -> Optional[Fix]:
             """A library's alias of the CUDA type used only in functions: each function

@@ -630,8 +630,9 @@ def _find_held_stop(ctx: Context,
     at = next((i for i, stmt in enumerate(block) if stmt is line), None)  # (a block it cannot see: none)
     stop_ifs = _stop_ifs(ctx)
     for later in block[at + 1:] if at is not None else ():
-        tested = later.test.expression if isinstance(later, cst.If) and later in stop_ifs.values() else None
-        if isinstance(tested, cst.Name) and tested.value == name:
+        tested = later.test.expression if isinstance(later, cst.If) and isinstance(later.test, cst.UnaryOperation) \
+            else None  # `if not use_cuda:`, a stop when `_stop_ifs` has it under the name it tests
+        if isinstance(tested, cst.Name) and tested.value == name and stop_ifs.get(tested) is later:
             return later, later  # type: ignore[return-value]
         test = later.body[0].test if isinstance(later, cst.SimpleStatementLine) and isinstance(
             later.body[0], cst.Assert) else None

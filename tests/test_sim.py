@@ -271,6 +271,21 @@ def test_nccl_group_records_its_communicator_device(monkeypatch):
     assert not dist.is_initialized()  # the simulator ends the groups it started
 
 
+def test_a_group_not_used_yet_is_reported_as_used_at_exit():
+    """pytorch/examples' ImageNet trainer: init_process_group, then set_device(gpu), then
+    DDP (whose broadcasts the simulator does not see). A spawned child's report is taken
+    when its function returns, before the simulator's exit: the group is settled then,
+    as the process ending would, not reported as 'not yet used' and unbound."""
+    import torch.distributed as dist
+
+    with Simulator(gpus=2) as sim:
+        dist.init_process_group("nccl", rank=1, world_size=2)
+        torch.cuda.set_device(1)
+        group = sim.report()["process_groups"][0]
+        assert (group["device"], group["bound"]) == ("cuda:1", "set_device")
+        assert sim.report()["unbound_process_groups"] == []
+
+
 def test_module_to_an_int_index():
     with Simulator(gpus=2):
         m = torch.nn.Linear(2, 2).to(1)

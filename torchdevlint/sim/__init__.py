@@ -397,6 +397,8 @@ class Simulator:
 
     # ---------------------------------------------------------------- report
     def report(self) -> Dict[str, Any]:
+        for group in self.state.groups:  # a group never used until now is used at exit
+            group.settle(self.state.current, getattr(self.state.local, "bound", False))
         per_device: Dict[str, Dict[str, int]] = {}
         threads: Dict[str, set] = {}
         suspicious = []

@@ -122,6 +122,17 @@ class Group:
     bound: Optional[str] = None  # device_id | set_device | None (never bound)
     settled: bool = False
 
+    def settle(self, current: int, thread_bound: bool) -> None:
+        """The communicator's device is decided at the first collective (lazy init): the
+        device current then, bound if this thread chose it (set_device) before."""
+        if self.settled or "nccl" not in self.backend:
+            return
+        self.settled = True
+        if self.bound is None and thread_bound:
+            self.bound = "set_device"
+        if self.device is None:
+            self.device = f"cuda:{current}"
+
     def report(self) -> Dict[str, Any]:
         return {"backend": self.backend, "rank": self.rank, "world_size": self.world_size,
                 "where": self.where, "device": self.device, "bound": self.bound}
@@ -143,14 +154,7 @@ def patch_distributed(sim, set_attr) -> None:
     original_rank, original_world = dist.get_rank, dist.get_world_size
 
     def settle(group: Group) -> None:
-        """The communicator's device is decided at the first collective (lazy init)."""
-        if group.settled or "nccl" not in group.backend:
-            return
-        group.settled = True
-        if group.bound is None and getattr(st.local, "bound", False):
-            group.bound = "set_device"
-        if group.device is None:
-            group.device = f"cuda:{st.current}"
+        group.settle(st.current, getattr(st.local, "bound", False))
 
     def init_process_group(*args, **kwargs):
         bound_args = signature.bind(*args, **kwargs)

@@ -130,6 +130,12 @@ class CallSite:
             out.append(first.value)
         return out
 
+    def device_values(self) -> List[cst.BaseExpression]:
+        """What the call takes as a device (``device_arguments``), and the first argument
+        of ``torch.device(...)``."""
+        first = self.positional(0) if self.qualname == "torch.device" else None
+        return self.device_arguments() + ([first.value] if first is not None else [])
+
     @property
     def has_star_args(self) -> bool:
         return any(a.star for a in self.node.args)

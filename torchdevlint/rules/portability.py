@@ -379,3 +379,24 @@ def _module_code(ctx: Context) -> str:
     if "code_only" not in memo:
         memo["code_only"] = _code_only(ctx.analysis.text)
     return memo["code_only"]
+
+
+def string_quote(site: CallSite, value: Optional[cst.BaseExpression] = None) -> str:
+    """The quote of the device string itself, else of the call's own strings (for the
+    ``"cpu"`` the fix writes)."""
+    for found in [value] + [arg.value for arg in site.node.args]:
+        quote = string_quote_of(found)
+        if quote is not None:
+            return quote
+    return '"'
+
+
+def string_quote_of(value: Optional[cst.BaseExpression]) -> Optional[str]:
+    """The quote a string (a literal, an f-string, ``"cuda:%d" % k``) is written with."""
+    if isinstance(value, cst.SimpleString):
+        return value.quote[-1]
+    if isinstance(value, cst.FormattedString):
+        return value.start[-1]
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.left, cst.SimpleString):
+        return value.left.quote[-1]
+    return None

@@ -14,7 +14,7 @@ from ..analysis import CallSite, compared
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import (Held, LibraryLevel, guard_statement, held_device, meant_for_gpus, stands_alone,
-                          torch_for_test, unconditional)
+                          string_quote, string_quote_of, torch_for_test, unconditional)
 
 
 class HardcodedGpuDevice(Rule):
@@ -618,7 +618,7 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
             if literal is not None:  # an index that is an expression, keywords
                 found.append((site, site.node, literal))
             elif len(site.node.args) == 1 and first is not None and _gpu_string(first.value):
-                found.append((site, first.value, _Rewrite("expression", quote=_quote(site))))
+                found.append((site, first.value, _Rewrite("expression", quote=string_quote(site))))
         elif site.method == "cuda" and site.qualname is None and site.node not in placed and _gpu_argument(site):
             found.append((site, site.node, _Rewrite("receiver")))  # .cuda(args.gpu): index, string or device
         elif site.method == "cuda" and site.qualname is None and _bound_bare(a, site):
@@ -641,12 +641,13 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
                 cpu = _cpu_value(site, default.value)
                 if cpu is not None:
                     found.append((site, default.value, _Rewrite("option", cpu)))
-        for value in _device_arguments(site):
+        for value in site.device_values():
             flag = _flag_choice(a, value) if isinstance(value, cst.IfExp) else None
             if flag is not None:  # torch.device("cpu" if args.cpu else "cuda")
                 found.append((site, value, flag))
             elif (_gpu_string(value) and site.qualname != "torch.device") or _rank_index(a, site, value):
-                found.append((site, value, _Rewrite("expression", quote=_quote(site, value))))  # f"cuda:{k}", .to(rank)
+                # f"cuda:{k}", .to(rank)
+                found.append((site, value, _Rewrite("expression", quote=string_quote(site, value))))
             elif isinstance(value, (cst.Name, cst.Attribute)):  # device = "cuda" ... .to(device); self.device
                 bound = held_device(a, site, value, _names_gpu)
                 devices = (_held_devices(a, bound, location=site.keyword("map_location") is not None)
@@ -978,13 +979,6 @@ def _option_default(a, dest: str) -> Optional[bool]:
     return None
 
 
-def _device_arguments(site: CallSite) -> List[cst.BaseExpression]:
-    """What a call takes as a device (``site.device_arguments()``: ``device=``, ``.to(x)``),
-    and the first argument of ``torch.device(...)``."""
-    first = site.positional(0) if site.qualname == "torch.device" else None
-    return site.device_arguments() + ([first.value] if first is not None else [])
-
-
 def _gpu_argument(site: CallSite) -> bool:
     """``.cuda(gpu)``, ``.cuda(args.gpu, non_blocking=True)``, ``.cuda(device=dev)``: a
     device that is an expression (not a literal index: those are placements; not
@@ -1024,7 +1018,7 @@ def _held_devices(a, held: Held, location: bool) -> List[Tuple[Held, cst.CSTNode
     map's GPU values (``map_location = {"cuda:0": "cuda:%d" % rank}``, the DDP tutorial)."""
     value = held.node
     if location and isinstance(value, cst.Dict):
-        return [(held, e.value, _Rewrite("expression", quote=_quote_of(e.value) or '"'))
+        return [(held, e.value, _Rewrite("expression", quote=string_quote_of(e.value) or '"'))
                 for e in value.elements if isinstance(e, cst.DictElement) and _gpu_string(e.value)]
     text = _cuda_text(value)
     flag = _flag_choice(a, value) if isinstance(value, cst.IfExp) else None
@@ -1073,22 +1067,3 @@ def _gpu_string(expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _quote(site: CallSite, value: Optional[cst.BaseExpression] = None) -> str:
-    """The quote of the device string itself, else of the call's own strings (for the
-    ``"cpu"`` the fix writes)."""
-    for found in [value] + [arg.value for arg in site.node.args]:
-        quote = _quote_of(found)
-        if quote is not None:
-            return quote
-    return '"'
-
-
-def _quote_of(value: Optional[cst.BaseExpression]) -> Optional[str]:
-    """The quote a string (a literal, an f-string, ``"cuda:%d" % k``) is written with."""
-    if isinstance(value, cst.SimpleString):
-        return value.quote[-1]
-    if isinstance(value, cst.FormattedString):
-        return value.start[-1]
-    if isinstance(value, cst.BinaryOperation) and isinstance(value.left, cst.SimpleString):
-        return value.left.quote[-1]
-    return None

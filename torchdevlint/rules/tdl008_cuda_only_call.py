@@ -13,7 +13,7 @@ from ..analysis import CallSite, walk
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import (chosen_conditionally, evaluated, guard_statement, held_value, meant_for_gpus, stands_alone,
-                          torch_for_test, unconditional)
+                          string_quote, torch_for_test, unconditional)
 
 
 # besides ``names.CUDA_ONLY``: a device block, a rank's ``set_device``, SyncBatchNorm, a
@@ -52,7 +52,8 @@ class CudaOnlyCall(Rule):
     fix_summary = ("the statement under `if torch.cuda.is_available():` (unsafe) when it is an expression "
                    "statement, a device block's index `k if torch.cuda.is_available() else -1` (a no-op), the "
                    "backend `\"nccl\" if torch.cuda.is_available() else \"gloo\"`, pinning only when CUDA is available, "
-                   "`assert torch.cuda.is_available()` (or a script's stop without CUDA) removed; else display")
+                   "`assert torch.cuda.is_available()` (or a script's stop without CUDA) removed, a kept current device "
+                   "used as a device or device name `... else \"cpu\"`; else display")
     what = """
         A call of a `torch.cuda` function that raises where CUDA is not available
         ("Torch not compiled with CUDA enabled"): `synchronize()`, `current_device()`,
@@ -175,10 +176,18 @@ class CudaOnlyCall(Rule):
         its block's only statement; unsafe: without CUDA the program goes on, on the
         CPU, instead of stopping; with CUDA nothing changes but one query less).
 
-        Display-only when the result is kept (`start = torch.cuda.Event(enable_timing=True)`,
-        `return torch.cuda.current_device()`: what uses it needs a CPU path written by
-        hand), with other statements on the line, at the module level of a module that is
-        not a script (the test would run at every import), and in TorchScript.
+        A kept result with a CPU counterpart falls back to it: the current device used as
+        a device, `.to(torch.cuda.current_device())`, `device=...`, `map_location=...`,
+        `torch.device(...)`, or a name bound once to it whose every use is one, becomes
+        `torch.cuda.current_device() if torch.cuda.is_available() else "cpu"`; a device's
+        name that is kept (`name = torch.cuda.get_device_name(0)`, for a log line or a
+        run's config) `... else "cpu"` (unsafe, as above; with CUDA the same value).
+        Display-only when any other result is kept (`start =
+        torch.cuda.Event(enable_timing=True)`, `index = torch.cuda.current_device()` used
+        as a number, `.cuda(torch.cuda.current_device())`, whose device must be a GPU:
+        what uses it needs a CPU path written by hand), with other statements on the line,
+        at the module level of a module that is not a script (the test would run at every
+        import), and in TorchScript.
     """
     VALID = (
         "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
@@ -377,9 +386,25 @@ class CudaOnlyCall(Rule):
                 "import torch\nimport torch.nn as nn\n\n\ndef build(rank):\n    model = nn.Sequential(nn.Conv2d(3, 8, 3), "
                 "nn.BatchNorm2d(8))\n    model = nn.SyncBatchNorm.convert_sync_batchnorm(model) if torch.cuda.is_available() "
                 "else model\n    return model\n"),
-        # the result is kept: what uses it needs a CPU path of its own (display)
+        # the result is kept: what uses it needs a CPU path of its own (display) ...
         Example("import torch\ndef timer():\n    start = torch.cuda.Event(enable_timing=True)\n"
                 "    start.record()\n    return start\n"),
+        Example("import torch\ndef rank_of(world):\n    index = torch.cuda.current_device()\n"
+                "    return index % world\n"),
+        # ... unless it has a CPU counterpart: the current device used as a device, a device's name
+        Example("import torch\n\n\ndef step(model, batch):\n    dev = torch.cuda.current_device()\n"
+                "    model = model.to(dev)\n    loss = torch.zeros((), device=torch.cuda.current_device())\n"
+                "    return model(batch.to(dev)) + loss\n",
+                "import torch\n\n\ndef step(model, batch):\n"
+                "    dev = torch.cuda.current_device() if torch.cuda.is_available() else \"cpu\"\n"
+                "    model = model.to(dev)\n"
+                "    loss = torch.zeros((), device=torch.cuda.current_device() if torch.cuda.is_available() else \"cpu\")\n"
+                "    return model(batch.to(dev)) + loss\n"),
+        Example("import torch\n\n\ndef describe(config):\n    config[\"gpu\"] = torch.cuda.get_device_name(0)\n"
+                "    return config\n",
+                "import torch\n\n\ndef describe(config):\n"
+                "    config[\"gpu\"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else \"cpu\"\n"
+                "    return config\n"),
         # pinned memory: kept as it is on the CPU
         Example("import torch\n\n\ndef gather_buffer(n):\n    buf = torch.ByteTensor(n).pin_memory()\n"
                 "    host = torch.empty(n, dtype=torch.uint8, pin_memory=True)\n    return buf, host\n",
@@ -563,14 +588,21 @@ class CudaOnlyCall(Rule):
         return Fix(Applicability.UNSAFE, message, tuple(imports) + (ctx.replace(node, text(torch)),))
 
     def _fix(self, ctx: Context, site: CallSite) -> Fix:
-        """The statement under ``if torch.cuda.is_available():``."""
+        """The statement under ``if torch.cuda.is_available():``, or the call's CPU
+        counterpart where its result is kept and has one."""
         message = "Run the statement only when CUDA is available"
         line = site.line
         assert line is not None  # (unconditional: the call is in a statement line)
+        kept = not isinstance(line.body[0], cst.Expr)
+        counterpart = _cpu_counterpart(ctx.analysis, site, kept)
+        if counterpart is not None:
+            q = string_quote(site.parent or site)
+            return self._or_else(ctx, site, site.node, f"{q}cpu{q}", new_query=False, parens=not stands_alone(site),
+                                 message=f"{counterpart} where CUDA is not available: `... else {q}cpu{q}`")
         if len(line.body) > 1:
             return Fix(Applicability.DISPLAY, f"{message} (display only: the line holds other statements: "
                                               "split it first)")
-        if not isinstance(line.body[0], cst.Expr):
+        if kept:
             return Fix(Applicability.DISPLAY, f"{message} (display only: its result is kept: give what uses "
                                               "it a CPU path by hand)")
         try:  # (no new query: the call it guards initialised CUDA at this point anyway)
@@ -802,31 +834,63 @@ def _factor(a, site: CallSite) -> Optional[cst.BinaryOperation]:
     workers with (``num_workers=4 * n_gpu``: none on the CPU does no harm)."""
     if site.qualname != _COUNT or site.node.args or site.line is None:
         return None
-    small = site.line.body[0] if len(site.line.body) == 1 else None
+    found = _uses_of_result(a, site)
+    if found is None:
+        found = _Uses(lambda n: n is site.node)
+        walk(site.line, found)
+    return found.factor()
+
+
+def _cpu_counterpart(a, site: CallSite, kept: bool) -> Optional[str]:
+    """What a CUDA query's result stands for on the CPU, where it has a counterpart there
+    (said as the fix's message; the fix writes ``... else "cpu"``): the current device
+    used as a device (``.to(torch.cuda.current_device())``, ``device=...``, ``map_location=``,
+    ``torch.device(...)``, or through a name bound once to it whose every use is one;
+    not ``.cuda(...)``, whose device must be a GPU), and the device's name when the
+    result is kept (``name = torch.cuda.get_device_name(0)``, for a log line: "cpu").
+    Else None: what uses it needs a CPU path by hand (an event, a stream, properties)."""
+    if site.qualname == "torch.cuda.get_device_name":
+        return "Name the CPU" if kept else None
+    if site.qualname != "torch.cuda.current_device" or site.node.args:
+        return None
+    if site.parent is not None and any(value is site.node for value in site.parent.device_values()):
+        return "Use the CPU"
+    uses = _uses_of_result(a, site)
+    if uses is None or not uses.nodes:
+        return None
+    if "device_values" not in a.memo:
+        a.memo["device_values"] = {value for call in a.calls for value in call.device_values()}
+    return "Use the CPU" if all(node in a.memo["device_values"] for node in uses.nodes) else None
+
+
+def _uses_of_result(a, site: CallSite) -> Optional["_Uses"]:
+    """The uses of the name that holds the call's result, where the call is the value of
+    ``name = ...``, that name's one binding in its scope; else None."""
+    line = site.line
+    small = line.body[0] if line is not None and len(line.body) == 1 else None
     if not (isinstance(small, cst.Assign) and small.value is site.node and len(small.targets) == 1
             and isinstance(small.targets[0].target, cst.Name)):
-        found = _Operands(lambda n: n is site.node)
-        walk(site.line, found)
-        return found.factor()
+        return None
     target = small.targets[0].target
     scope, _ = a.lookup(target.value, site.scope)
     if scope is None or len(scope.bindings.get(target.value, ())) != 1:
         return None
-    found = _Operands(lambda n: isinstance(n, cst.Name) and n.value == target.value and n is not target)
+    found = _Uses(lambda n: isinstance(n, cst.Name) and n.value == target.value and n is not target)
     walk(scope.node, found)
-    return found.factor()
+    return found
 
 
 # (not `%`: `rank % torch.cuda.device_count()` is a rank's GPU index, its `set_device`'s finding)
 _ARITHMETIC = (cst.Multiply, cst.Divide, cst.FloorDivide)
 
 
-class _Operands(cst.CSTVisitor):
-    """The uses of one node or name (``is_use``) in the code walked: each an operand of
-    ``*``, ``/``, ``//`` (the operation) or anything else (None)."""
+class _Uses(cst.CSTVisitor):
+    """The uses of one node or name (``is_use``) in the code walked (``nodes``): each an
+    operand of ``*``, ``/``, ``//`` (the operation) or anything else (None)."""
 
     def __init__(self, is_use: Callable[[cst.CSTNode], bool]) -> None:
         self.is_use = is_use
+        self.nodes: List[cst.CSTNode] = []
         self.uses: List[Optional[cst.BinaryOperation]] = []
         self.operands: set = set()
         self.workers: set = set()  # the values of `num_workers=`/`workers=` arguments
@@ -847,8 +911,10 @@ class _Operands(cst.CSTVisitor):
         return False
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if node not in self.operands and self.is_use(node):
-            self.uses.append(None)
+        if self.is_use(node):
+            self.nodes.append(node)
+            if node not in self.operands:
+                self.uses.append(None)
         return super().on_visit(node)
 
     def factor(self) -> Optional[cst.BinaryOperation]:

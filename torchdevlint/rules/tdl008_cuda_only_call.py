@@ -116,7 +116,8 @@ class CudaOnlyCall(Rule):
         where it runs whatever happens (at a module's top level, in a function; not
         under an `if`: `if args.cuda: assert ...` checks what the user asked for; not in
         a `try`; not a count, `assert torch.cuda.device_count() >= 2`, a requirement of
-        its own; not in a function or class named or decorated for GPUs): the program
+        its own; not in a function or class named or decorated for GPUs; not an
+        assertion in test code, a module that imports pytest or unittest): the program
         stops on the CPU by the author's word, though its code could run there. While it
         stands, TDL007 takes the module (or function) for GPU-only and names none of its
         GPUs; once it is removed, TDL007 gives them their CPU fallbacks (in the same
@@ -257,6 +258,8 @@ class CudaOnlyCall(Rule):
         "import torch\ndef main(args):\n    if args.cuda:\n        assert torch.cuda.is_available(), 'no GPU'\n",
         "import torch\nassert torch.cuda.device_count() >= 2, 'needs two GPUs'\n",
         "import torch\ndef test_gpu_kernel():\n    assert torch.cuda.is_available()\n    return 1\n",
+        "import pytest\nimport torch\ndef _check_local_rank():\n    assert torch.cuda.is_available()\n"
+        "    return torch.cuda.current_device()\n",
         "import torch\ndef f():\n    assert not torch.cuda.is_available()\n",
         "import torch\ntry:\n    assert torch.cuda.is_available()\n    GPU = True\nexcept AssertionError:\n"
         "    GPU = False\n",
@@ -619,8 +622,9 @@ def _cuda_stop(ctx: Context, site: CallSite) -> Union[cst.Assert, cst.If, None]:
     ``sys.exit(...)``; a library's guards kernels that need CUDA), where it runs whatever
     happens: not under an ``if`` (``if args.cuda: assert ...`` checks what the user asked
     for), not in a ``try`` (a handler may catch it), not in a function or class named or
-    decorated for GPUs. Not a count or a combined test (``assert
-    torch.cuda.device_count() >= 2``: a requirement of its own)."""
+    decorated for GPUs, not an assertion in test code (a module that imports pytest or
+    unittest: a test's helper asserting what it needs). Not a count or a combined test
+    (``assert torch.cuda.device_count() >= 2``: a requirement of its own)."""
     if site.qualname != "torch.cuda.is_available" or site.node.args:
         return None
     line = site.line
@@ -628,10 +632,17 @@ def _cuda_stop(ctx: Context, site: CallSite) -> Union[cst.Assert, cst.If, None]:
         stop: Union[cst.Assert, cst.If, None] = line.body[0]
     else:
         stop = _held_stop(ctx, site)[0] or _stop_ifs(ctx).get(site.node)
+    if isinstance(stop, cst.Assert) and _test_code(ctx.analysis):
+        return None
     if stop is None or chosen_conditionally(ctx, site, site.node) or meant_for_gpus(ctx.analysis, site.scope) or any(
             part in ("try", "handler") for _, part in site.cond):
         return None
     return stop
+
+
+def _test_code(a) -> bool:
+    """Whether the module imports a test framework (pytest, unittest)."""
+    return any(dotted.split(".")[0] in ("pytest", "unittest") for dotted in a.module_scope.imports.values())
 
 
 def _held_stop(ctx: Context, site: CallSite) -> Tuple[Union[cst.Assert, cst.If, None], Optional[cst.BaseStatement]]:

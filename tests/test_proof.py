@@ -30,8 +30,9 @@ EXPECTATIONS = {
     "tdl102/executor_streams.py": {"fixed_runs_on_cpu": False},
     # TDL104 has no fix: the thread's pin_memory() still needs an accelerator
     "tdl104/loader_thread.py": {"fixed_runs_on_cpu": False},
-    # the literal device_ids=[1, 2] wrapper is display-only, so its .cuda() stays
-    "tdl201/aliased.py": {"fixed_runs_on_cpu": False},
+    # the module moves to the "cuda:1" DataParallel needs (TDL007, not selected here,
+    # gives the fallback): a placement bug fixed, the original fails under the simulator
+    "tdl201/literal_other_gpus.py": {"fixed_runs_on_cpu": False, "fixes_placement": True},
     # the module moves to the "cuda:0" it names (TDL007, not selected here, gives the fallback)
     "tdl201/literal_first_gpu.py": {"fixed_runs_on_cpu": False},
     # NCCL process groups: the CPU build has no NCCL (nor a rendezvous here); the
@@ -73,7 +74,8 @@ def test_rewrite_is_proven(verdicts, path):
     verdict = verdicts[_id(path) + ".fixed"]
     assert verdict.ok, "\n".join(verdict.problems)
     # not vacuous: the simulator really placed something on a GPU
-    ran = [verdict.original[f"sim{n}"] for n in GPU_COUNTS if "values" in verdict.original[f"sim{n}"]]
+    ran = [side[f"sim{n}"] for side in (verdict.original, verdict.fixed) for n in GPU_COUNTS
+           if "values" in side[f"sim{n}"]]
     assert any(v[0].startswith("cuda:") for r in ran for v in r["values"].values())
 
 

@@ -66,8 +66,9 @@ class DataParallelImplicitDevices(Rule):
         a later `.cuda()` becomes `.to("cuda:0")`): where `.cuda()` put it unless code
         elsewhere changed the current device (unsafe); a migration's TDL007 then gives that
         GPU its CPU fallback. Other literal `device_ids` (`[1, 2]`), or a file that changes
-        the current device: display-only (moving the module to `device_ids[0]` fixes the
-        bug, and changes where it lives).
+        the current device: the module moves to `device_ids[0]` (`DP(m.to("cuda:1"),
+        device_ids=[1, 2])`), where every run of the original that worked had it, for a
+        forward fails elsewhere (unsafe: the runs that failed now work).
     """
     VALID = (
         "import torch.nn as nn\nmodel = nn.DataParallel(model.to(device), device_ids=device_ids)\n",
@@ -84,9 +85,9 @@ class DataParallelImplicitDevices(Rule):
             'primary_device = torch.device("cuda", device_ids[0]) if device_ids else torch.device("cpu")\n'
             "model = nn.DataParallel(nn.Linear(2, 2).to(primary_device), device_ids=device_ids)\n",
         ),
-        # literal device_ids: moving to device_ids[0] is the bug's fix (display), unless
-        # that is cuda:0, where `.cuda()` put it anyway
-        Example("from torch.nn import DataParallel as DP\nmodel = DP(model, device_ids=[1, 2]).cuda()\n"),
+        # literal device_ids: the module moves to device_ids[0], where DataParallel needs it
+        Example("from torch.nn import DataParallel as DP\nmodel = DP(model, device_ids=[1, 2]).cuda()\n",
+                'from torch.nn import DataParallel as DP\nmodel = DP(model.to("cuda:1"), device_ids=[1, 2])\n'),
         Example("from torch.nn import DataParallel as DP\nmodel = DP(model, device_ids=[0, 1]).cuda()\n",
                 'from torch.nn import DataParallel as DP\nmodel = DP(model.to("cuda:0"), device_ids=[0, 1])\n'),
         Example("import torch.nn as nn\n\n\nclass Trainer:\n    def __init__(self, net):\n"
@@ -159,19 +160,24 @@ class DataParallelImplicitDevices(Rule):
             yield ctx.violation(wrap.move.node, message, fix)
 
     def _literal_fix(self, ctx: Context, wrap: DataParallelWrap, first: int, changes_device: bool) -> Fix:
-        """``DP(m, device_ids=[0, 1]).cuda()`` -> ``DP(m.to("cuda:0"), device_ids=[0, 1])``:
-        the module goes where DataParallel needs it, the GPU `.cuda()` picks unless
-        something changed the current device (unsafe: code elsewhere may have). A first
-        id other than 0, or a file that changes the current device: display (moving
-        there is the bug's fix, and changes where the module lives)."""
-        if first != 0 or changes_device or (wrap.wrap.keyword("module") or wrap.wrap.positional(0)) is None:
+        """``DP(m, device_ids=[k, ...]).cuda()`` -> ``DP(m.to("cuda:k"), device_ids=[k, ...])``:
+        the module goes where DataParallel needs it. For ``k == 0`` in a file that does not
+        change the current device, where `.cuda()` put it unless code elsewhere changed the
+        current device; otherwise where every run of the original that worked had it (a
+        forward fails unless the module is on device_ids[0]), and where the others failed.
+        Unsafe either way; display only where the module is not an argument to move."""
+        if (wrap.wrap.keyword("module") or wrap.wrap.positional(0)) is None:
             ids = ", ".join(map(str, wrap.literal_ids or []))
             return Fix(Applicability.DISPLAY,
                        f"Move the module to cuda:{first} before wrapping, e.g. "
                        f"`DataParallel(module.to(\"cuda:{first}\"), device_ids=[{ids}])`, and drop `.cuda()`")
-        return Fix(Applicability.UNSAFE, "Move the module to cuda:0 before wrapping, and drop `.cuda()` (where "
-                                         "`.cuda()` put it, unless code elsewhere changed the current device)",
-                   tuple(self._moved(ctx, wrap, '"cuda:0"')))
+        if first == 0 and not changes_device:
+            message = ("Move the module to cuda:0 before wrapping, and drop `.cuda()` (where `.cuda()` put it, "
+                       "unless code elsewhere changed the current device)")
+        else:
+            message = (f"Move the module to cuda:{first} before wrapping, and drop `.cuda()` (DataParallel needs it "
+                       f"on device_ids[0]; `.cuda()` put it there only where the current device was cuda:{first})")
+        return Fix(Applicability.UNSAFE, message, tuple(self._moved(ctx, wrap, f'"cuda:{first}"')))
 
     def _moved(self, ctx: Context, wrap: DataParallelWrap, target: str, ids: Optional[str] = None) -> List[Edit]:
         """The edits that move the wrapped module to ``target`` before wrapping (passing

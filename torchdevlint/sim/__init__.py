@@ -40,6 +40,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .legacy import patch_legacy
 from .mode import _make_mode
 from .parallel import (
+    _dp_check_balance,
     _dp_gather,
     _dp_parallel_apply,
     _dp_replicate,
@@ -369,7 +370,7 @@ class Simulator:
         set_attr(dp, "_get_available_device_type", lambda: "cuda")
         set_attr(dp, "_get_all_device_indices", lambda: list(range(st.gpus)))
         set_attr(dp, "_get_device_index", _get_device_index(sim))
-        set_attr(dp, "_check_balance", lambda device_ids: None)
+        set_attr(dp, "_check_balance", _dp_check_balance(sim))
         parameter_new = torch.nn.Parameter.__new__
 
         def new_parameter(cls, data=None, requires_grad=True):

@@ -19,6 +19,18 @@ def _get_device_index(sim: Simulator):
 
 
 # ---------------------------------------------------------------- DataParallel
+def _dp_check_balance(sim: Simulator):
+    """DataParallel asks every device id for its properties when it is built: an id past
+    the GPUs there are fails there, as on hardware (the memory balance is not modelled)."""
+    index = _get_device_index(sim)
+
+    def check_balance(device_ids) -> None:
+        for device in device_ids:
+            sim._check(index(device, True))
+
+    return check_balance
+
+
 def _dp_scatter(sim: Simulator):
     def scatter(self, inputs, kwargs, device_ids):
         import torch

@@ -104,10 +104,13 @@ class Verdict:
 
 
 def compare(original: dict, fixed: dict, original_fails_on_cpu: bool = True,
-            fixed_runs_on_cpu: bool = True, same_on_cpu: bool = False) -> Verdict:
+            fixed_runs_on_cpu: bool = True, same_on_cpu: bool = False, fixes_placement: bool = False) -> Verdict:
     """Checks (d), (e) and (f) of the proof: see tests/test_proof.py. ``same_on_cpu``
     (a safe fix: behaviour unchanged) replaces (d) and (e): on CPU torch both fail with
-    the same kind of error, or both run to bit-equal values."""
+    the same kind of error, or both run to bit-equal values. ``fixes_placement`` (a fix
+    of a placement bug, DataParallel's module off its device_ids[0]): with some GPU
+    count the original fails under the simulator and the rewrite runs; with every other
+    count both fail alike or run alike."""
     problems = []
     if same_on_cpu:
         a, b = _compared(original["cpu"]), _compared(fixed["cpu"])
@@ -119,11 +122,17 @@ def compare(original: dict, fixed: dict, original_fails_on_cpu: bool = True,
             problems.append("the original was expected to fail on CPU torch but ran")
         if fixed_runs_on_cpu and "error" in fixed["cpu"]:
             problems.append(f"the rewrite does not run on CPU torch: {fixed['cpu']['error']}")
+    mended = []  # the GPU counts where the original failed and the rewrite ran
     for n in GPU_COUNTS:
         a, b = _compared(original[f"sim{n}"]), _compared(fixed[f"sim{n}"])
-        if a != b:
+        if fixes_placement and "error" in a and "error" not in b:
+            mended.append(n)
+        elif a != b:
             problems.append(f"with {n} simulated GPU{'s' if n > 1 else ''}: " + _difference(a, b))
-    if all("error" in original[f"sim{n}"] for n in GPU_COUNTS):
+    if fixes_placement and not mended:
+        problems.append("the rewrite was expected to mend a placement the original fails on under the simulator, "
+                        "but with no GPU count did the original fail where the rewrite ran")
+    if not fixes_placement and all("error" in original[f"sim{n}"] for n in GPU_COUNTS):
         problems.append("the original fails under every simulated GPU count: nothing was compared")
     return Verdict(not problems, problems, original, fixed)
 

@@ -715,7 +715,7 @@ class DeviceFacts:
         torch.cuda.is_available() else False``, ``args.cuda = not args.no_cuda and
         torch.cuda.is_available()``). There a CPU fallback is never taken."""
         for test in self.guard_tests(site):
-            if test.startswith("if ") and self._assures(test[3:].rstrip().rstrip(":")):
+            if test.startswith("if ") and self.assures(test[3:].rstrip().rstrip(":")):
                 return test.rstrip().rstrip(":")
         return None
 
@@ -742,7 +742,9 @@ class DeviceFacts:
             return bool(values) and all(self.is_availability(v, depth + 1) for v in values)
         return False
 
-    def _assures(self, expr: str, depth: int = 0) -> bool:
+    def assures(self, expr: str, depth: int = 0) -> bool:
+        """Whether the test ``expr`` is true only where CUDA is available (see
+        ``cuda_assured``)."""
         expr = expr.strip()
         while expr.startswith("(") and expr.endswith(")"):
             expr = expr[1:-1].strip()
@@ -756,7 +758,7 @@ class DeviceFacts:
                 return part.split(".")[0] == (self.a.torch_alias or "torch")
             if depth == 0 and re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?", part):
                 values = self.flag_values(part)
-                if values and all(self._assures(v, depth + 1) for v in values):
+                if values and all(self.assures(v, depth + 1) for v in values):
                     return True
         return False
 

@@ -91,7 +91,12 @@ class LegacyCudaTensorType(Rule):
         go): the alias becomes `device = torch.device("cuda" if cuda else "cpu")` (the
         very same choice, made at the same point), every `Tensor(...)` a factory call
         with `dtype=` and `device=`, every `x.type(Tensor)` a `.to(device, dtype)`:
-        **safe** in a script. When the script already defines `device` before the alias,
+        **safe** in a script. Where the choice is a flag that does not itself make CUDA
+        certain (`opt.cuda` from options parsed in another file, or a `--cuda` switch),
+        `fix --unsafe-fixes` writes `"cuda" if opt.cuda and torch.cuda.is_available()
+        else "cpu"` instead (**unsafe**: where the flag asks for CUDA and there is none
+        the script runs on the CPU instead of failing; `fix` alone keeps the exact
+        choice). When the script already defines `device` before the alias,
         the alias goes and its uses take that device (**unsafe** unless it is the same
         expression). In a library module the alias is a public name other modules may
         import: **unsafe**; there an unconditional CUDA alias whose uses are all in
@@ -250,8 +255,16 @@ class LegacyCudaTensorType(Rule):
         # an argument that may be a size or data: the CPU type's constructor, moved
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor n in ns:\n"
                 "    x = T(n)\n",
-                'import torch\ndevice = torch.device("cuda" if cuda else "cpu")\nfor n in ns:\n'
-                "    x = torch.FloatTensor(n).to(device)\n"),
+                'import torch\ndevice = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")\n'
+                "for n in ns:\n    x = torch.FloatTensor(n).to(device)\n"),
+        # a flag parsed in another file: with `--unsafe-fixes`, CUDA only where there is one
+        Example("import torch\nfrom options import opt\n\nTensor = torch.cuda.FloatTensor if opt.cuda else "
+                "torch.FloatTensor\n\n\ndef sample(n):\n    return Tensor(n, 100).normal_(0, 1)\n\n\n"
+                "if __name__ == '__main__':\n    print(sample(4).shape)\n",
+                'import torch\nfrom options import opt\n\ndevice = torch.device("cuda" if opt.cuda and '
+                'torch.cuda.is_available() else "cpu")\n\n\ndef sample(n):\n'
+                "    return torch.empty(n, 100, dtype=torch.float32, device=device).normal_(0, 1)\n\n\n"
+                "if __name__ == '__main__':\n    print(sample(4).shape)\n"),
         # used otherwise, or with unpacked arguments: display
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nmake(T)\n"),
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor s in shapes:\n"
@@ -407,6 +420,16 @@ class LegacyCudaTensorType(Rule):
             local = build_local()  # no definition at import: the functions ask when they run
             if local is not None:
                 return ctx.guarded(local)
+        flagged = _flag_fallback(a, scope, stmt.body[0].value, torch)  # type: ignore[attr-defined]
+        if flagged is not None and exact.applicability is not Applicability.DISPLAY and not library:
+            # the alias follows a flag set elsewhere (`Tensor = torch.cuda.FloatTensor if opt.cuda else ...`):
+            # `--unsafe-fixes` makes its device fall back to the CPU too, where the flag asks for CUDA
+            unsafe = build(_alias_device(a, scope, flagged, dtype, torch))  # type: ignore[arg-type]
+            if unsafe.applicability is not Applicability.DISPLAY and unsafe.edits != exact.edits:
+                return ctx.guarded(Fix(Applicability.UNSAFE, unsafe.message + " (the device falls back to the CPU "
+                                       "where the flag asks for CUDA and there is none)", unsafe.edits,
+                                       unsafe.defines, safe=exact if exact.applicability is Applicability.SAFE
+                                       else None))
         if (exact.applicability is Applicability.DISPLAY or _squash(choice) != _squash(f'{torch}.device("cuda")')
                 or library or a.process.env_writes):
             return ctx.guarded(exact)
@@ -545,6 +568,29 @@ def _alias_device(a, scope, value: cst.BaseExpression, dtype: str, torch: Option
             return None
         return f"{torch}.device({body} if {a.code(value.test)} else {orelse})"
     return f"{torch}.device({side(value)})" if side(value) else None
+
+
+def _flag_fallback(a, scope, value: cst.BaseExpression, torch: Optional[str]) -> Optional[cst.IfExp]:
+    """An alias chosen by a flag (``T = torch.cuda.FloatTensor if opt.cuda else
+    torch.FloatTensor``, ``... if not args.cpu else ...``: a name or an attribute, not a
+    tensor's ``.is_cuda``) that does not itself make CUDA certain (its values in this
+    file are not CUDA's availability; the options may be parsed in another file): the
+    same choice with the fallback, ``opt.cuda and torch.cuda.is_available()`` when the
+    CUDA type is the first branch, ``args.cpu or not torch.cuda.is_available()`` when it
+    is the second. None for anything else."""
+    if not isinstance(value, cst.IfExp) or torch is None:
+        return None
+    test = value.test
+    flag = test.expression if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) else test
+    if not isinstance(flag, (cst.Name, cst.Attribute)) or (isinstance(flag, cst.Attribute)
+                                                          and flag.attr.value == "is_cuda"):
+        return None
+    if a.devices.assures(a.code(test)):
+        return None
+    available = f"{torch}.cuda.is_available()"
+    cuda_first = a.qualname(value.body, scope) in LEGACY
+    joined = f"{a.code(test)} and {available}" if cuda_first else f"{a.code(test)} or not {available}"
+    return value.with_changes(test=cst.parse_expression(joined))
 
 
 # how `.to(device, dtype)` differs from `.type(T)` on a module

@@ -20,10 +20,17 @@ def test_python2_file_is_tdl900_and_run_goes_on(tmp_path):
     assert "b.py:2:5: TDL001" in out
 
 
-def test_async_keyword_is_tdl900(tmp_path):
+def test_async_keyword_is_tdl900_and_fixable(tmp_path):
+    """torch 0.3's `x.cuda(async=True)`: a syntax error since Python 3.7, whose fix is the
+    keyword's new name (then TDL001's `.to(device, ...)` in the same run)."""
     (tmp_path / "a.py").write_text("import torch\nx.cuda(async=True)\n")
     out = cli("check", "a.py", cwd=tmp_path).stdout.decode()
-    assert out.startswith("a.py:2:8: TDL900 invalid syntax")
+    assert out.startswith("a.py:2:8: TDL900 [*] invalid syntax: invalid syntax: `async=` is torch 0.3's "
+                          "`non_blocking=`")
+    assert cli("fix", "a.py", "--unsafe-fixes", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "a.py").read_text() == ('import torch\ndevice = torch.device("cuda" if '
+                                               'torch.cuda.is_available() else "cpu")\n'
+                                               "x.to(device, non_blocking=True)\n")
 
 
 def test_latin1_declaration_is_honored_and_preserved(tmp_path):

@@ -240,3 +240,52 @@ def test_a_huge_file_is_handled_with_bounded_memory(tmp_path, lines):
     peak_mb = int(r.stderr.strip().splitlines()[-1]) / 1024
     print(f"50k lines: {elapsed:.1f}s, peak RSS {peak_mb:.0f} MB")
     assert elapsed < 120 and peak_mb < 2048
+
+
+# torch 0.3's `non_blocking=` was `async=`, a keyword since Python 3.7: pytorch/examples'
+# 2018 ImageNet trainer (`target.cuda(async=True)`) does not parse any more
+LEGACY_ASYNC = (
+    "import torch\n\n\n"
+    "def train(loader, model, criterion):\n"
+    "    for i, (input, target) in enumerate(loader):\n"
+    "        target = target.cuda(async=True)\n"
+    "        input_var = input.to('cpu', async=False)  # a keyword too\n"
+    "        output = model(input_var)\n"
+    "        loss = criterion(output, target)\n"
+    "    return loss\n"
+)
+
+
+def test_torch_0_3_async_keyword_is_a_fixable_syntax_error():
+    found = engine.check_source(LEGACY_ASYNC)
+    assert [(v.code, v.start) for v in found] == [("TDL900", (6, 29))]
+    assert found[0].message == ("invalid syntax: invalid syntax: `async=` is torch 0.3's `non_blocking=`, "
+                                "and a keyword since Python 3.7")
+    assert found[0].fix.applicability is Applicability.SAFE
+    outcome = engine.fix_source(LEGACY_ASYNC)  # safe fixes: the spelling (the `.cuda()` needs a device)
+    assert outcome.text == LEGACY_ASYNC.replace("async=", "non_blocking=")
+    assert outcome.applied == {"TDL900": 1} and [v.code for v in outcome.remaining] == ["TDL001"]
+    assert engine.fix_source(outcome.text).text == outcome.text  # idempotent
+    migrated = engine.fix_source(LEGACY_ASYNC, unsafe=True).text
+    assert "target = target.to(device, non_blocking=True)" in migrated and "async" not in migrated
+
+
+@pytest.mark.parametrize("text", [
+    "import torch\nresult = task.apply(async=True)\nx = y.cuda()\n",  # not a tensor method
+    "import torch\nx = y.cuda(async=True)\ndef f(:\n    pass\n",  # something else is wrong too
+    "import torch\nasync = 1\nx = y.cuda()\n",  # `async` itself as a name
+])
+def test_other_syntax_errors_with_async_have_no_fix(text):
+    found = engine.check_source(text)
+    assert [v.code for v in found] == ["TDL900"] and found[0].fix is None
+    assert "non_blocking" not in found[0].message
+
+
+def test_a_fix_of_an_unparsable_file_may_change_nothing_but_its_edits():
+    """The check that replaces the AST comparison where the original does not parse."""
+    old = "x = y.cuda(async=True)\nz = 1\n"
+    start = old.index("async")
+    assert engine.verify(old, old.replace("async", "non_blocking"), [(start, start + 5, start, start + 12)], "-") \
+        is None
+    changed = old.replace("async", "non_blocking").replace("z = 1", "z = 2")
+    assert "tokens differ" in engine.verify(old, changed, [(start, start + 5, start, start + 12)], "-")

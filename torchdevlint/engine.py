@@ -415,6 +415,15 @@ def verify(old: str, new: str, regions: Sequence[Tuple[int, int, int, int]], fil
     except (RecursionError, MemoryError):
         return "the fixed text is nested too deeply to compile"
     try:
+        ast.parse(old)
+    except (SyntaxError, ValueError):  # (TDL900's fix: what made it unparsable)
+        if _tokens_outside(old, [(s, e) for s, e, _, _ in regions]) != \
+                _tokens_outside(new, [(s, e) for _, _, s, e in regions]):
+            return "the fixed text's tokens differ from the original's outside the edits"
+        return None
+    except (RecursionError, MemoryError):
+        return "the file is nested too deeply to compare before and after"
+    try:
         deleted = [(s, e) for s, e, ns, ne in regions if ns == ne]  # statements a fix removed
         before = _masked_dump(old, [(s, e) for s, e, _, _ in regions], deleted)
         inserted = [(ns, ne) for s, e, ns, ne in regions if s == e]
@@ -427,6 +436,21 @@ def verify(old: str, new: str, regions: Sequence[Tuple[int, int, int, int]], fil
 
 
 _MASK = "<torchdevlint:rewritten>"
+
+
+def _tokens_outside(text: str, regions: List[Tuple[int, int]]) -> List[Tuple[int, str]]:
+    """The tokens of ``text`` (kind and text) outside the character ranges ``regions``,
+    each region one marker: what a fix of a file CPython cannot parse must leave alone."""
+    index = LineIndex(text)
+    ordered, out = sorted(regions), []
+    for tok in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
+        s = index.offset(tok.start)
+        hit = next((i for i, (rs, re_) in enumerate(ordered) if rs <= s < max(re_, rs + 1)), None)
+        if hit is None:
+            out.append((tok.type, tok.string))
+        elif not out or out[-1] != (-1, str(hit)):
+            out.append((-1, str(hit)))
+    return out
 
 
 def _masked_dump(text: str, regions: List[Tuple[int, int]], inserted: List[Tuple[int, int]]) -> str:

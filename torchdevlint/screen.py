@@ -10,10 +10,12 @@ clean file pays for Python, this module and ``ast`` only). The engine parses thr
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from typing import FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 from .catalogue import TOOL_CODES, gated, may_match, tool_finding
-from .model import Violation
+from .model import Applicability, Edit, Fix, Violation
 from .words import CodeWords
 
 
@@ -29,12 +31,55 @@ def python_parse(text: str) -> Tuple[Optional[ast.Module], Optional[Violation]]:
             line, col = text[: text.find("\0")].count("\n") + 1, 0
         if isinstance(exc, IndentationError) or "indent" in message:
             message = f"{type(exc).__name__}: {message}"
-        return None, tool_finding("TDL900", f"invalid syntax: {message}", line, col)
+        found = tool_finding("TDL900", f"invalid syntax: {message}", line, col)
+        return None, _async_keywords(text, found) or found
     except (RecursionError, MemoryError):
         return None, tool_finding("TDL900", "the file is nested too deeply for Python's parser")
     except ValueError as exc:  # NUL bytes
         line = text[: text.find("\0")].count("\n") + 1 if "\0" in text else 1
         return None, tool_finding("TDL900", f"invalid source: {exc}", line)
+
+# torch 0.3's spelling of `non_blocking=` (`x.cuda(async=True)`, `.to(device, async=True)`,
+# `.copy_(src, async=True)`, `.type(T, async=True)`): `async` is a keyword since Python 3.7
+_ASYNC_METHODS = frozenset({"cuda", "to", "copy_", "type", "pin_memory"})
+_LAYOUT = (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
+
+
+def _async_keywords(text: str, found: Violation) -> Optional[Violation]:
+    """The syntax error ``found`` with a fix where what keeps the file from parsing is
+    torch 0.3's ``async=`` keyword argument of a tensor or module method (the file
+    parses once each is ``non_blocking=``, the name torch 0.4 gave it); else None."""
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type not in _LAYOUT]
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    spots = []
+    calls: List[Optional[str]] = []  # per open bracket: the method it calls, `x.<name>(`
+    for i, tok in enumerate(tokens):
+        if tok.type == tokenize.OP and tok.string in "([{":
+            method = (tokens[i - 1].string if tok.string == "(" and i >= 2 and tokens[i - 1].type == tokenize.NAME
+                      and tokens[i - 2].string == "." else None)
+            calls.append(method)
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            if calls:
+                calls.pop()
+        elif (tok.string == "async" and calls and calls[-1] in _ASYNC_METHODS and tokens[i - 1].string in "(,"
+              and i + 1 < len(tokens) and tokens[i + 1].string == "="):
+            spots.append(tok.start)
+    if not spots:
+        return None
+    lines = text.splitlines(keepends=True)
+    for line, col in reversed(spots):  # (one per token: later ones first keep columns right)
+        lines[line - 1] = lines[line - 1][:col] + "non_blocking" + lines[line - 1][col + len("async"):]
+    try:
+        ast.parse("".join(lines))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # something else is wrong too
+    fix = Fix(Applicability.SAFE, "Spell it `non_blocking=` (torch 0.4's name for `async=`)",
+              tuple(Edit((line, col), (line, col + len("async")), "non_blocking", "async") for line, col in spots))
+    return Violation(found.code, found.name, f"{found.message}: `async=` is torch 0.3's `non_blocking=`, and a "
+                     "keyword since Python 3.7", found.start, found.end, fix, found.filename)
+
 
 # above this many characters the engine screens the file itself, in the same parse: what
 # a separate screen saves (importing the engine) is nothing beside parsing such a file,

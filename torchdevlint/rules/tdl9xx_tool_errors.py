@@ -33,6 +33,16 @@ class SyntaxErrorFinding(_ToolError):
     """
     example = 'x.cuda(async=True)  # `async` is a keyword'
     use_instead = "x.cuda(non_blocking=True)"
+    fixable = "sometimes"
+    fix_summary = "torch 0.3's `async=` of `.cuda()`, `.to()`, `.copy_()`, `.type()` as `non_blocking=` (safe); else none"
+    fix_safety = """
+        Where all that keeps the file from parsing is torch 0.3's `async=` keyword
+        argument of a tensor or module method (`.cuda(async=True)`, `.to(device,
+        async=True)`, `.copy_(src, async=True)`, `.type(T, async=True)`), the fix
+        spells it `non_blocking=`, the name torch 0.4 gave it (**safe**: the meaning
+        torch gave it, and nothing else changes; the rules then see the file, in the
+        same `fix`). Any other syntax error has no fix: the file is left as it is.
+    """
 
 
 class EncodingError(_ToolError):

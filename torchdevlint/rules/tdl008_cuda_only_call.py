@@ -52,8 +52,8 @@ class CudaOnlyCall(Rule):
     fix_summary = ("the statement under `if torch.cuda.is_available():` (unsafe) when it is an expression "
                    "statement, a device block's index `k if torch.cuda.is_available() else -1` (a no-op), the "
                    "backend `\"nccl\" if torch.cuda.is_available() else \"gloo\"`, pinning only when CUDA is available, "
-                   "`assert torch.cuda.is_available()` (or a script's stop without CUDA) removed, a kept current device "
-                   "used as a device or device name `... else \"cpu\"`; else display")
+                   "`assert torch.cuda.is_available()` (or a script's stop without CUDA) removed, a kept current "
+                   "device used as a device or device name `... else \"cpu\"`; else display")
     what = """
         A call of a `torch.cuda` function that raises where CUDA is not available
         ("Torch not compiled with CUDA enabled"): `synchronize()`, `current_device()`,
@@ -401,7 +401,8 @@ class CudaOnlyCall(Rule):
                 "import torch\n\n\ndef step(model, batch):\n"
                 "    dev = torch.cuda.current_device() if torch.cuda.is_available() else \"cpu\"\n"
                 "    model = model.to(dev)\n"
-                "    loss = torch.zeros((), device=torch.cuda.current_device() if torch.cuda.is_available() else \"cpu\")\n"
+                "    loss = torch.zeros((), device=torch.cuda.current_device() if torch.cuda.is_available() "
+                "else \"cpu\")\n"
                 "    return model(batch.to(dev)) + loss\n"),
         Example("import torch\n\n\ndef describe(config):\n    config[\"gpu\"] = torch.cuda.get_device_name(0)\n"
                 "    return config\n",

@@ -34,7 +34,8 @@ class SyntaxErrorFinding(_ToolError):
     example = 'x.cuda(async=True)  # `async` is a keyword'
     use_instead = "x.cuda(non_blocking=True)"
     fixable = "sometimes"
-    fix_summary = "torch 0.3's `async=` of `.cuda()`, `.to()`, `.copy_()`, `.type()` as `non_blocking=` (safe); else none"
+    fix_summary = ("torch 0.3's `async=` of `.cuda()`, `.to()`, `.copy_()`, `.type()` as `non_blocking=` (safe); "
+                   "else none")
     fix_safety = """
         Where all that keeps the file from parsing is torch 0.3's `async=` keyword
         argument of a tensor or module method (`.cuda(async=True)`, `.to(device,

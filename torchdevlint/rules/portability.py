@@ -249,8 +249,9 @@ def evaluated(code: cst.CSTNode, node: cst.CSTNode) -> Optional[bool]:
 def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
     """Whether the code around the site already asks for CUDA: its function (or the
     module, for module-level code) does (``stops_only``: in a way that stops without
-    it), or tells the CPU from CUDA itself, or an ``if`` around it asks, however far out
-    (a test method defined under ``if torch.cuda.is_available():``), or an enclosing
+    it), or tells the CPU from CUDA itself, or an ``if`` around it asks or tells, however
+    far out (a test method defined under ``if torch.cuda.is_available():``, cellpose's
+    memory helper defined under ``if device.type == "cuda":``), or an enclosing
     function or class is named for CUDA or a GPU, or decorated so."""
     a = ctx.analysis
     fn = a.enclosing_function(site.scope)
@@ -261,7 +262,9 @@ def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
     if meant_for_gpus(a, site.scope):
         return True
     line = a.range(site.node).start.line
-    return any(header.startswith(("if ", "elif ")) and any(word in header for word in ASKS)
+    tells = not _followers(a, site)  # (a held device's own test follows its choice: `_text_asks`)
+    return any(header.startswith(("if ", "elif ")) and (any(word in header for word in ASKS)
+                                                        or (tells and _DEVICE_TEST.match(header) is not None))
                for _, header in a.devices.outline.headers(line, 1))
 
 

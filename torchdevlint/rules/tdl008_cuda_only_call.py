@@ -199,6 +199,10 @@ class CudaOnlyCall(Rule):
         "import torch\ndef tidy():\n    torch.cuda.empty_cache()\n    torch.cuda.manual_seed(0)\n"
         "    return torch.cuda.memory_allocated()\n",
         "import torch\ndef name(x):\n    return torch.cuda.get_device_name() if x.is_cuda else 'cpu'\n",
+        # a helper defined under a test that tells CUDA from the CPU (cellpose's memory check)
+        "import torch\ndef check(masks, device):\n    if device is not None and device.type == 'cuda':\n"
+        "        def mem_info():\n            return torch.cuda.mem_get_info(device.index)\n"
+        "        return mem_info()\n",
         "import torch\nimport unittest\n@unittest.skipIf(not torch.cuda.is_available(), 'needs a GPU')\n"
         "class T(unittest.TestCase):\n    def test_sync(self):\n        torch.cuda.synchronize()\n",
         "import torch\nimport pytest\n@pytest.mark.gpu\ndef test_stream():\n    s = torch.cuda.Stream()\n"

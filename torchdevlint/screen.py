@@ -10,8 +10,6 @@ clean file pays for Python, this module and ``ast`` only). The engine parses thr
 from __future__ import annotations
 
 import ast
-import io
-import tokenize
 from typing import FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 from .catalogue import TOOL_CODES, gated, may_match, tool_finding
@@ -42,15 +40,20 @@ def python_parse(text: str) -> Tuple[Optional[ast.Module], Optional[Violation]]:
 # torch 0.3's spelling of `non_blocking=` (`x.cuda(async=True)`, `.to(device, async=True)`,
 # `.copy_(src, async=True)`, `.type(T, async=True)`): `async` is a keyword since Python 3.7
 _ASYNC_METHODS = frozenset({"cuda", "to", "copy_", "type", "pin_memory"})
-_LAYOUT = (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
 
 
 def _async_keywords(text: str, found: Violation) -> Optional[Violation]:
     """The syntax error ``found`` with a fix where what keeps the file from parsing is
     torch 0.3's ``async=`` keyword argument of a tensor or module method (the file
     parses once each is ``non_blocking=``, the name torch 0.4 gave it); else None."""
+    if "async" not in text:
+        return None
+    import io
+    import tokenize  # (here: a clean file's screen imports nothing it does not need)
+
+    layout = (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
     try:
-        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type not in _LAYOUT]
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type not in layout]
     except (tokenize.TokenError, SyntaxError):
         return None
     spots = []

@@ -246,6 +246,26 @@ def test_setting_the_variable_before_cuda_starts_takes_effect(monkeypatch):
         os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # monkeypatch records nothing for an absent name
 
 
+def test_seeding_before_cuda_starts_initialises_nothing(monkeypatch):
+    """`torch.manual_seed(s)` seeds every GPU lazily (torch queues it until CUDA starts):
+    a script that seeds, then sets CUDA_VISIBLE_DEVICES (pytorch-yolo2's train.py) sees
+    the GPUs it chose, with no warning, and its GPU generators start from that seed."""
+    import os
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    try:
+        with Simulator(gpus=2) as sim:
+            torch.manual_seed(7)
+            os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+            assert torch.cuda.device_count() == 1
+            assert sim.report()["visible_devices"]["changed_after_init"] == []
+            seeded = torch.cuda.get_rng_state()
+            torch.cuda.manual_seed(7)  # CUDA has started: applied at once, the same state
+            assert torch.equal(seeded, torch.cuda.get_rng_state())
+    finally:
+        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+
+
 def test_nccl_group_records_its_communicator_device(monkeypatch):
     import torch.distributed as dist
 

@@ -306,16 +306,35 @@ class Simulator:
         # code saves and restores `torch.cuda.get_rng_state()` (torch's own reads the
         # real device, and CPU-only torch has none)
         generators: Dict[int, Any] = {}
+        # seeds asked for before CUDA initialised (`torch.manual_seed(s)` seeds every GPU):
+        # torch queues them until it does (`_lazy_call`), initialising nothing; each is
+        # (seed, or None for a random one; every GPU, or the current one)
+        pending: List[Tuple[Optional[int], bool]] = []
 
         def generator(device=None):
             index = sim.resolve(device)[0] if device is not None else current_device()
-            return generators.setdefault(index, torch.Generator())
+            if index not in generators:
+                made = generators[index] = torch.Generator()
+                for seed, every in pending:
+                    if not (every or index == st.current):
+                        continue
+                    if seed is None:
+                        made.seed()
+                    else:
+                        made.manual_seed(seed)
+            return generators[index]
 
         def manual_seed(seed, every: bool = False) -> None:
+            if not st.visible.initialised:
+                pending.append((int(seed), every))
+                return
             for index in (range(st.gpus) if every else [current_device()]):
                 generator(index).manual_seed(int(seed))
 
         def seed_all() -> None:
+            if not st.visible.initialised:
+                pending.append((None, True))
+                return
             for index in range(st.gpus):
                 generator(index).seed()
 

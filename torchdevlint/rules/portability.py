@@ -75,7 +75,7 @@ def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: b
     ...is_available()``); a flag or a conditional device does not keep a CUDA-only call
     from raising."""
     return ((site.line is not None or header) and not chosen_conditionally(ctx, site, node)
-            and not _asks_for_cuda(ctx, site, stops_only))
+            and not asks_for_cuda(ctx, site, stops_only))
 
 
 class LibraryLevel(Uninsertable):
@@ -246,7 +246,7 @@ def evaluated(code: cst.CSTNode, node: cst.CSTNode) -> Optional[bool]:
     return False if any(evaluated(side, node) is not None for side in behind) else None
 
 
-def _asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
+def asks_for_cuda(ctx: Context, site: CallSite, stops_only: bool) -> bool:
     """Whether the code around the site already asks for CUDA: its function (or the
     module, for module-level code) does (``stops_only``: in a way that stops without
     it), or tells the CPU from CUDA itself, or an ``if`` around it asks or tells, however
@@ -300,7 +300,7 @@ def _followers(a, site: CallSite) -> Tuple[str, ...]:
 
 
 def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool, held: Tuple[str, ...] = ()) -> bool:
-    """The text tests of ``_asks_for_cuda`` on a function's code (None: the module's),
+    """The text tests of ``asks_for_cuda`` on a function's code (None: the module's),
     once per function: a plain ``if torch.cuda.is_available():`` guards its own body
     only, and a device chosen as ``"cuda" if torch.cuda.is_available() else "cpu"`` (or
     ``if flag and torch.cuda.is_available()``, ``if flag or not ...``) only its own uses

@@ -10,11 +10,11 @@ from typing import Iterable, List, Optional, Tuple
 import libcst as cst
 
 from .. import names as N
-from ..analysis import CallSite, compared
+from ..analysis import CallSite, compared, walk
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import (Held, LibraryLevel, guard_statement, held_device, meant_for_gpus, stands_alone,
-                          string_quote, string_quote_of, torch_for_test, unconditional)
+from .portability import (Held, LibraryLevel, asks_for_cuda, evaluated, guard_statement, held_device, meant_for_gpus,
+                          stands_alone, string_quote, string_quote_of, torch_for_test, unconditional)
 
 
 class HardcodedGpuDevice(Rule):
@@ -71,7 +71,11 @@ class HardcodedGpuDevice(Rule):
         or of `a or b`, not a parameter's default, unless a call in the file leaves
         the argument to it: `def sample(self, n, device="cuda")` called as
         `diffusion.sample(8)` is what the script does as written; so is
-        `device=torch.device("cuda:0")`), in code that never asks whether CUDA
+        `device=torch.device("cuda:0")`; a bare `.cuda()` a binding made right also under
+        `if`s that do not choose the CPU as written, a switch that is on as written,
+        `if use_cuda:` after `use_cuda = True`, or a test whose other branch places on a
+        GPU too, `if ngpus > 1: ... DataParallel(model).cuda()` `else: model.cuda()`, as
+        pytorch-yolo2's script has them after its `CUDA_VISIBLE_DEVICES`), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
         in the module for module-level code, or in an `if` around it; a
         `range(torch.cuda.device_count())` that lists the GPUs for `DataParallel` asks
@@ -203,6 +207,11 @@ class HardcodedGpuDevice(Rule):
         # the caller's device passed on (an override), or chosen on a condition
         "import torch\nclass P(torch.nn.Parameter):\n    def move(self, *args):\n        return super().cuda(*args)\n",
         "import torch\ndef f(x, args):\n    if args.gpu is not None:\n        x = x.cuda(args.gpu)\n    return x\n",
+        # a bound `.cuda()` under a switch not known to be on, or an `if` whose other branch is the CPU's
+        "import os\nimport torch\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\ndef f(x, args):\n    if args.cuda:\n"
+        "        x = x.cuda()\n    return x\n",
+        "import os\nimport torch\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\ndef f(x, big):\n    if big:\n"
+        "        x = x.cuda()\n    else:\n        x = x.float()\n    return x\n",
         # a string a name holds, chosen on a condition, or never used as a device
         "import torch\nif torch.cuda.is_available():\n    device = 'cuda'\nelse:\n    device = 'cpu'\n"
         "x = torch.zeros(1).to(device)\n",
@@ -377,6 +386,18 @@ class HardcodedGpuDevice(Rule):
                 "output_device=rank if torch.cuda.is_available() else None)\n"
                 "    return net(torch.zeros(1, 2).cuda(rank, non_blocking=True) if torch.cuda.is_available() "
                 "else torch.zeros(1, 2))\n\n\nif __name__ == '__main__':\n    mp.spawn(worker, nprocs=2)\n"),
+        # a bare `.cuda()` after a script's CUDA_VISIBLE_DEVICES, under a switch on as written and
+        # an `if` that picks how, not whether (pytorch-yolo2's `if ngpus > 1:`)
+        Example("import os\nimport torch\n\nuse_cuda = True\ngpus = '0'\nif use_cuda:\n"
+                "    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\nmodel = torch.nn.Linear(2, 2)\nif use_cuda:\n"
+                "    if len(gpus.split(',')) > 1:\n        model = model.cuda().half()\n    else:\n"
+                "        model = model.cuda()\nfor step in range(2):\n    print(model)\n",
+                "import os\nimport torch\n\nuse_cuda = True\ngpus = '0'\nif use_cuda:\n"
+                "    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\nmodel = torch.nn.Linear(2, 2)\nif use_cuda:\n"
+                "    if len(gpus.split(',')) > 1:\n"
+                "        model = model.to(\"cuda\" if torch.cuda.is_available() else \"cpu\").half()\n"
+                "    else:\n        model = model.to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+                "for step in range(2):\n    print(model)\n"),
         # a GPU string a name holds, used as a device: where it is bound, once for every use
         Example("import torch\ndevice = 'cuda:0'\nnet = torch.nn.Linear(2, 2).to(device)\n"
                 "print(net(torch.zeros(1, 2, device=device)))\n",
@@ -495,7 +516,11 @@ class HardcodedGpuDevice(Rule):
         devices = a.devices
         rank_independent = {node for _, node, _ in devices.fixed_placements}  # TDL003's (its fix comes first)
         for site, node, rewrite in _gpu_choices(a):
-            if node in rank_independent or not unconditional(ctx, site, node, header=rewrite.kind == "default"):
+            if node in rank_independent:
+                continue
+            if not unconditional(ctx, site, node, header=rewrite.kind == "default") and not (
+                    rewrite.kind == "bound" and site.line is not None and evaluated(site.line, node) is not False
+                    and _runs_as_written(a, site) and not asks_for_cuda(ctx, site, stops_only=False)):
                 continue
             a_fix = self._fix(ctx, site, node, rewrite)
             method = isinstance(node, cst.Call) and not isinstance(site, Held) and site.method == "cuda"  # `.cuda(0)`
@@ -795,6 +820,46 @@ def _bound_bare(a, site: CallSite) -> bool:
     return verdict is not None and verdict.code is None and not a.devices.in_cuda_override(site)
 
 
+def _runs_as_written(a, site: CallSite) -> bool:
+    """Whether the ``if``s around ``site`` let it run as the script is written: each a
+    switch that is on for its branch as written (``if use_cuda:`` after ``use_cuda =
+    True``, ``_as_written``), or a test whose other branch places on a GPU too (``if
+    ngpus > 1: model = DataParallel(model).cuda()`` ``else: model = model.cuda()``: it
+    picks how, not whether), or the main guard. pytorch-yolo2's script, whose binding
+    is its ``CUDA_VISIBLE_DEVICES``, has both around its ``.cuda()``."""
+    ifs = a.memo.get("tdl007_ifs")
+    if ifs is None:
+        collected = _Ifs()
+        walk(a.module, collected)
+        ifs = a.memo["tdl007_ifs"] = collected.found
+    guard = id(a.devices.main_guard)
+    for key, part in site.cond:
+        if part not in ("body", "orelse") or (key, part) == (guard, "body"):
+            continue  # (loops and `try`s are not choices, as for `unconditional`)
+        test = ifs.get(key)
+        if test is None:
+            return False  # a `match` case
+        truth = _as_written(a, test.test)
+        if truth is not None:
+            if truth != (part == "body"):
+                return False
+            continue
+        other = test.orelse if part == "body" else test.body
+        if other is None or ".cuda(" not in a.code(other):
+            return False
+    return True
+
+
+class _Ifs(cst.CSTVisitor):
+    """Every ``if`` of the module, by ``id`` (as ``CallSite.cond`` names them)."""
+
+    def __init__(self) -> None:
+        self.found: dict = {}
+
+    def visit_If(self, node: cst.If) -> None:
+        self.found[id(node)] = node
+
+
 def _flag_choice(a, expr: cst.IfExp) -> Optional[_Rewrite]:
     """A choice between a GPU and the CPU on a command-line flag whose default picks the
     GPU: ``"cpu" if args.cpu else "cuda"`` (``--cpu`` is ``store_true``), ``"cuda" if
@@ -809,14 +874,26 @@ def _flag_choice(a, expr: cst.IfExp) -> Optional[_Rewrite]:
     gpu_first = _cuda_text(expr.body) is not None and _cpu_text(expr.orelse)
     if not gpu_first and not (_cuda_text(expr.orelse) is not None and _cpu_text(expr.body)):
         return None
-    test, negated = expr.test, False
+    truth = _as_written(a, expr.test)
+    if truth is None or truth != gpu_first:
+        return None  # unknown, or the CPU unless asked
+    return _Rewrite("flag", "and" if gpu_first else "or")
+
+
+def _as_written(a, test: cst.BaseExpression) -> Optional[bool]:
+    """The value of a switch, ``flag`` or ``not flag``, when the command line sets
+    nothing: a name assigned a literal once (``cuda = True``: the script's own switch),
+    or ``args.<name>`` (``self.args``, ``opt``, ``cfg``...) by its option's default, or a
+    name assigned one once (``use_cuda = not args.no_cuda``); None when it is not such a
+    switch or its value is unknown."""
+    negated = False
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test, negated = test.expression, True
     if isinstance(test, cst.Name):  # use_cuda = not args.no_cuda (its one assignment in the file)
         derived = _derived_flag(a, test.value)
         constant = _constant_flag(a, test.value)
         if constant is not None:  # cuda = True: the script's own switch, as written
-            default = constant
+            default: Optional[bool] = constant
         elif derived is None or derived[0] not in N.CONFIG_NAMES:
             return None
         else:
@@ -830,9 +907,7 @@ def _flag_choice(a, expr: cst.IfExp) -> Optional[_Rewrite]:
         if not (isinstance(config, cst.Name) and config.value in N.CONFIG_NAMES):
             return None
         default = _flag_default(a, a.code(config), test.attr.value)  # type: ignore[union-attr]
-    if default is None or (default != negated) != gpu_first:
-        return None  # unknown, or the CPU unless asked
-    return _Rewrite("flag", "and" if gpu_first else "or")
+    return None if default is None else default != negated
 
 
 def _flag_default(a, config: str, name: str, depth: int = 0) -> Optional[bool]:

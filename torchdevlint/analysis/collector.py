@@ -124,6 +124,7 @@ class _Collector(cst.CSTVisitor):
         # the branches the visitor is in, per scope (a function body starts afresh)
         self.conds: List[List[Tuple[int, str]]] = [[]]
         self.complete_ifs: Set[int] = set()  # ids of the `if`s that have an `else`
+        self.ifs: Dict[int, cst.If] = {}  # every `if`, by the id `cond` names it with
 
     # every node gets a document-order index; only top-level statements keep theirs
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -176,6 +177,8 @@ class _Collector(cst.CSTVisitor):
         if part is not None:
             if part == "orelse" and getattr(node, "orelse", None) is not None:
                 self.complete_ifs.add(id(node))
+            if part == "body" and isinstance(node, cst.If):
+                self.ifs[id(node)] = node
             self._enter(node, part)
         if visit is not None:
             visit(self, node)

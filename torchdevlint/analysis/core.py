@@ -60,6 +60,7 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         self._typing: Set[Tuple[str, int]] = set()
         self.torch_imports = collector.torch_imports
         self.complete_ifs = collector.complete_ifs
+        self.ifs = collector.ifs
         self.star_imports = collector.star_imports
         self.attr_sets = collector.attr_sets
         self._ranges: Dict[cst.CSTNode, tuple] = {}

@@ -10,7 +10,7 @@ from typing import Iterable, List, Optional, Tuple
 import libcst as cst
 
 from .. import names as N
-from ..analysis import CallSite, compared, walk
+from ..analysis import CallSite, compared
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import (Held, LibraryLevel, asks_for_cuda, evaluated, guard_statement, held_device, meant_for_gpus,
@@ -827,16 +827,11 @@ def _runs_as_written(a, site: CallSite) -> bool:
     ngpus > 1: model = DataParallel(model).cuda()`` ``else: model = model.cuda()``: it
     picks how, not whether), or the main guard. pytorch-yolo2's script, whose binding
     is its ``CUDA_VISIBLE_DEVICES``, has both around its ``.cuda()``."""
-    ifs = a.memo.get("tdl007_ifs")
-    if ifs is None:
-        collected = _Ifs()
-        walk(a.module, collected)
-        ifs = a.memo["tdl007_ifs"] = collected.found
     guard = id(a.devices.main_guard)
     for key, part in site.cond:
         if part not in ("body", "orelse") or (key, part) == (guard, "body"):
             continue  # (loops and `try`s are not choices, as for `unconditional`)
-        test = ifs.get(key)
+        test = a.ifs.get(key)
         if test is None:
             return False  # a `match` case
         truth = _as_written(a, test.test)
@@ -848,16 +843,6 @@ def _runs_as_written(a, site: CallSite) -> bool:
         if other is None or ".cuda(" not in a.code(other):
             return False
     return True
-
-
-class _Ifs(cst.CSTVisitor):
-    """Every ``if`` of the module, by ``id`` (as ``CallSite.cond`` names them)."""
-
-    def __init__(self) -> None:
-        self.found: dict = {}
-
-    def visit_If(self, node: cst.If) -> None:
-        self.found[id(node)] = node
 
 
 def _flag_choice(a, expr: cst.IfExp) -> Optional[_Rewrite]:

@@ -831,14 +831,7 @@ def _tested(a, site: CallSite) -> Optional[cst.BaseExpression]:
 
         walk(site.line, Tests())
         return found[0].test if found else None
-    ifs: List[cst.If] = []
-
-    class Headers(cst.CSTVisitor):
-        def visit_If(self, node: cst.If) -> None:
-            ifs.append(node)
-
-    walk(site.scope.node, Headers())
-    return next((node.test for node in ifs if evaluated(node.test, site.node)), None)
+    return next((node.test for node in a.ifs.values() if evaluated(node.test, site.node)), None)
 
 
 def _factor(a, site: CallSite) -> Optional[cst.BinaryOperation]:

@@ -291,7 +291,10 @@ def test_a_ddp_program_on_nccl_runs_on_the_cpu_after_a_migration(tmp_path):
             r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
             assert "Converted: TDL007 3, TDL008 3" in r.stderr.decode(), r.stderr.decode()
         report = tmp_path / f"{step}.json"
-        sim = cli("sim", "--gpus", "2", "--report", str(report), "ddp.py", cwd=tmp_path)
+        for _ in range(3):  # (the same abort of gloo's teardown can end a simulated rank)
+            sim = cli("sim", "--gpus", "2", "--report", str(report), "ddp.py", cwd=tmp_path)
+            if b"terminate called without an active exception" not in sim.stderr:
+                break
         assert sim.returncode == 0 and report.exists(), sim.stderr.decode()
         children = json.loads(report.read_text())["children"]
         placed.append(sorted((c["process"], c["devices"], [(g["backend"], g["device"]) for g in c["process_groups"]])

@@ -249,6 +249,22 @@ class LegacyCudaTensorType(Rule):
         Example("import torch\nnet = torch.nn.BatchNorm1d(4).type(torch.cuda.FloatTensor)\n",
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "net = torch.nn.BatchNorm1d(4).to(device, torch.float32)\n"),
+        # two functions, an alias each under the same name (YOLOv3's layer: on a flag, on
+        # the input's `.is_cuda`): each is its own, and neither is the other's use
+        Example("import torch\n\n\ndef grid(g, cuda):\n    T = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+                "    return torch.arange(g).type(T)\n\n\ndef boxes(x):\n"
+                "    T = torch.cuda.FloatTensor if x.is_cuda else torch.FloatTensor\n    return T(x.shape)\n",
+                "import torch\n\n\ndef grid(g, cuda):\n"
+                '    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")\n'
+                "    return torch.arange(g).to(device, torch.float32)\n\n\ndef boxes(x):\n"
+                '    torch_device = torch.device("cuda" if x.is_cuda else "cpu")\n'
+                "    return torch.empty(x.shape, dtype=torch.float32, device=torch_device)\n"),
+        # ... and a module's alias is not read where a function has its own of that name
+        Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n\n\ndef f(n):\n"
+                "    return T(n, 2)\n\n\ndef g(T):\n    return T\n",
+                'import torch\ndevice = torch.device("cuda" if cuda else "cpu")\n\n\n'
+                "def f(n):\n    return torch.empty(n, 2, dtype=torch.float32, device=device)\n\n\ndef g(T):\n"
+                "    return T\n"),
         # an attribute alias: its uses may be anywhere (display)
         Example("import torch\nclass Model:\n    def __init__(self, gpu_ids):\n"
                 "        self.Tensor = torch.cuda.FloatTensor if gpu_ids else torch.Tensor\n"),
@@ -646,19 +662,31 @@ def _alias_uses(a, scope, target: str, bound: cst.Name
               and isinstance(args[0].value, cst.Name) and args[0].value.value in names):
             uses.append((site, "type"))
             seen.add(args[0].value)
-    for site, kind in uses:
-        used = site.node.func if kind == "call" else site.node.args[0].value
-        owner, imported = a.lookup(used.value, site.scope)  # type: ignore[attr-defined]
-        if owner is not scope or imported is not None:
-            return uses, site.node, chained  # a local of the same name: not the alias
+    # a name of another scope's own (YOLOv3's `FloatTensor = torch.cuda.FloatTensor if
+    # x.is_cuda else ...` in two methods) is another alias: neither a use nor a mention
+    uses = [(site, kind) for site, kind in uses
+            if a.lookup((site.node.func if kind == "call" else site.node.args[0].value).value,  # type: ignore[attr-defined]
+                        site.scope)[0] is scope]
     where = a.module if scope.kind == "module" else scope.node
-    return uses, next((n for name in names for n in _names(where, name) if n not in seen), None), chained
+    return uses, next((n for name in names for n in _names(a, where, name) if n not in seen), None), chained
 
 
-def _names(where: cst.CSTNode, target: str) -> List[cst.Name]:
+def _names(a, where: cst.CSTNode, target: str) -> List[cst.Name]:
+    """The mentions of the name ``target`` in ``where``, but for those in a function
+    nested in it that binds the name itself (its own local, not the one of ``where``)."""
     found: List[cst.Name] = []
 
     class Names(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            info = a.functions.get(node)
+            if node is where or info is None or target not in info.scope.bindings or target in info.scope.declared:
+                return True
+            params = node.params
+            for part in (*node.decorators, *(p.default for p in (*params.posonly_params, *params.params,
+                                                                 *params.kwonly_params) if p.default)):
+                walk(part, self)  # (evaluated outside: mentions of the outer name)
+            return False
+
         def visit_Attribute(self, node: cst.Attribute) -> bool:
             walk(node.value, self)  # `torch.LongTensor`'s `LongTensor` is no mention
             return False

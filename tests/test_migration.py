@@ -339,3 +339,118 @@ def test_one_process_per_gpu_starts_one_on_the_cpu_after_a_migration(tmp_path):
     assert "    n_gpus = torch.cuda.device_count() or 1\n" in script.read_text()
     after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert after.returncode == 0 and after.stdout == "trained (5, 10) BatchNorm1d\n", after.stderr
+
+
+LAUNCHED_TRAINER = textwrap.dedent("""\
+    \"\"\"maskrcnn-benchmark's trainer shape (2019): run by a launcher, one process per GPU;
+    distributed when the launcher's WORLD_SIZE says so, then each rank binds its GPU and
+    joins an NCCL group; the model on `torch.device("cuda")`, DDP on the rank's GPU.\"\"\"
+    import argparse
+    import os
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+
+
+    def reduce_loss(loss):
+        if not dist.is_initialized() or dist.get_world_size() < 2:
+            return loss
+        with torch.no_grad():
+            loss = loss.clone()
+            dist.all_reduce(loss)
+            return loss / dist.get_world_size()
+
+
+    def train(iters, local_rank, distributed):
+        model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 2, 1))
+        device = torch.device("cuda")
+        model.to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        if distributed:
+            model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[local_rank], output_device=local_rank, broadcast_buffers=False)
+        g = torch.Generator().manual_seed(local_rank)
+        for it in range(iters):
+            images = torch.rand(2, 3, 8, 8, generator=g).to(device)
+            loss = model(images).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            reduced = reduce_loss(loss.detach())
+            if local_rank == 0:
+                print("iter %d loss %.4f" % (it, reduced.item()))
+
+
+    def main():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--local_rank", type=int, default=0)
+        parser.add_argument("--iters", type=int, default=2)
+        args = parser.parse_args()
+        num_gpus = int(os.environ["WORLD_SIZE"]) if "WORLD_SIZE" in os.environ else 1
+        args.distributed = num_gpus > 1
+        if args.distributed:
+            args.local_rank = int(os.environ.get("LOCAL_RANK", args.local_rank))
+            torch.cuda.set_device(args.local_rank)
+            dist.init_process_group(backend="nccl", init_method="env://")
+        torch.manual_seed(0)
+        train(args.iters, args.local_rank, args.distributed)
+
+
+    if __name__ == "__main__":
+        main()
+    """)
+
+
+def test_a_launched_trainer_runs_distributed_on_the_cpu_after_a_migration(tmp_path):
+    """The rank's `set_device` and the NCCL group sit under `if args.distributed:`, a test
+    of the distributed mode, not of a GPU: a launcher runs that branch on a CPU machine
+    too, so the migration gives them their CPU paths (with the model's device and DDP's
+    device list) and the program trains on two gloo ranks there. Under the simulator each
+    rank places what it placed before, on its own GPU."""
+    import socket
+    import subprocess
+    import sys
+
+    script = tmp_path / "train_net.py"
+    script.write_text(LAUNCHED_TRAINER)
+    before = subprocess.run([sys.executable, "train_net.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300)
+    assert before.returncode != 0 and "CUDA" in before.stderr, before.stderr
+    placed = []
+    for step in ("original", "migrated"):
+        if step == "migrated":
+            r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+            assert "Converted: TDL007 3, TDL008 2" in r.stderr.decode(), r.stderr.decode()
+        for rank in (0, 1):
+            report = tmp_path / f"{step}-{rank}.json"
+            env = {"WORLD_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": str(rank)}  # (as a launcher sets them)
+            sim = cli("sim", "--gpus", "2", "--report", str(report), "train_net.py", cwd=tmp_path, env_extra=env)
+            assert sim.returncode == 0, sim.stderr.decode()
+            data = json.loads(report.read_text())
+            placed.append((step, rank, data["devices"], [(g["backend"], g["device"]) for g in data["process_groups"]]))
+    assert [p[1:] for p in placed[:2]] == [p[1:] for p in placed[2:]], placed
+    assert [(p[2], p[3]) for p in placed[:2]] == [
+        ({"cuda:0": {"tensors": 11, "bytes": 3632}}, [("nccl", "cuda:0")]),
+        ({"cuda:1": {"tensors": 11, "bytes": 3632}}, [("nccl", "cuda:1")])], placed
+    text = script.read_text()
+    for line in ('    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
+                 "device_ids=[local_rank] if torch.cuda.is_available() else None, "
+                 "output_device=local_rank if torch.cuda.is_available() else None,",
+                 "        if torch.cuda.is_available():\n            torch.cuda.set_device(args.local_rank)\n",
+                 '        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo", '
+                 'init_method="env://")\n'):
+        assert line in text, text
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
+              "train_net.py"]
+    for _ in range(3):  # (the CPU build's gloo now and then aborts a rank as its group is torn down)
+        after = subprocess.run(launch, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        if "terminate called without an active exception" not in after.stderr:
+            break
+    assert after.returncode == 0 and after.stdout.splitlines()[-1].startswith("iter 1 loss"), after.stderr
+    single = subprocess.run([sys.executable, "train_net.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert single.returncode == 0 and single.stdout.startswith("iter 0 loss"), single.stderr
+    assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""

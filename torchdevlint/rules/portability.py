@@ -3,7 +3,8 @@ CUDA-only call) share: whether code needs CUDA *unconditionally*, and where a fi
 write a ``torch.cuda.is_available()`` test.
 
 Code that already decides what happens without CUDA is left alone: a site under an
-``if``/``else``/``case``, one side of ``a if c else b`` or of ``a or b``, a function (or,
+``if``/``else``/``case`` (not an ``if`` on the distributed mode, ``if args.distributed:``:
+a launcher runs either branch on a CPU machine), one side of ``a if c else b`` or of ``a or b``, a function (or,
 at module level, a module) that asks ``is_available()``/``device_count()`` or tells the
 CPU from CUDA itself (``if device.type == "cpu": return``), an ``if`` around it that
 asks, or an enclosing function or class named or decorated for CUDA or a GPU (``class
@@ -62,6 +63,14 @@ _DEVICE_TEST = re.compile(r"^[ \t]*(?:el)?if\b[^\n]*(?:[=!]=[ \t]*['\"](?:cpu|cu
                           r"|['\"](?:cpu|cuda)['\"][ \t]*[=!]=|\.is_cuda\b)", re.MULTILINE)
 # words that mark a function or class as meant for GPUs only, in its name or a decorator
 _GPU_WORDS = ("cuda", "gpu")
+# a test of the distributed mode, not of the device (`if args.distributed:`, `if
+# args.local_rank != -1:`, `if rank == 0:`, `if dist.is_initialized():`): each branch is a
+# way the program runs, and a CPU machine runs either (a launcher starts gloo ranks there).
+# Not `if ddp:` or `if world_size > 1:` (as often the GPU count: stylegan2's `is_ddp =
+# world_size > 1` of `world_size = torch.cuda.device_count()`), nor a test of the backend
+_MODE_TEST = re.compile(r"[\w.]*(?:distributed|launcher)\w*|[\w.]*rank\b|\bdist\.is_initialized\b", re.I)
+_ASKS_CUDA = re.compile(r"\bcuda\b|device_count|is_available|\bnccl\b", re.I)
+_DEVICE_WORDS = re.compile(r"cuda|gpu|device|cpu|is_available|mps|xpu|npu|hpu|tpu|accelerat|nccl|backend", re.I)
 
 
 def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: bool = False,
@@ -218,13 +227,38 @@ def chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> boo
     torch.device("cuda")``), or behind a test in its statement: one side of a conditional
     expression or the right of ``and``/``or`` (``current() or torch.device("cuda")``,
     ``.to("cuda" if gpu else "cpu")``; not their test): the author decided when it
-    applies. A script's main guard is where it starts, not a condition."""
-    guard = id(ctx.analysis.devices.main_guard)
-    if any(part in ("body", "orelse", "case") and (key, part) != (guard, "body") for key, part in site.cond):
+    applies. A script's main guard is where it starts, not a condition, and so is a test
+    of the distributed mode (``mode_test``): both ways run on a CPU machine."""
+    a = ctx.analysis
+    guard = id(a.devices.main_guard)
+    if any(part in ("body", "orelse", "case") and (key, part) != (guard, "body")
+           and not (part != "case" and key in a.ifs and mode_test(a.text, a.code(a.ifs[key].test))) for key, part in site.cond):
         return True
     if site.line is None:  # a `with` item: the call is the whole item, in no expression
         return False
     return evaluated(site.line, node) is False
+
+
+def mode_test(text: str, test: str) -> bool:
+    """Whether an ``if``'s test (its code) picks how the program is distributed, not
+    whether it has a GPU: it names a rank or the distributed mode, nothing of a device,
+    and what it names is not assigned, in the module's ``text``, from a question to CUDA
+    (``args.distributed = torch.cuda.device_count() > 1``, or through a name so assigned).
+    maskrcnn-benchmark's trainer: ``set_device(args.local_rank)`` and an NCCL group under
+    ``if args.distributed:`` (``num_gpus > 1`` of the launcher's ``WORLD_SIZE``), which a
+    launcher on a CPU machine runs."""
+    names = [m.group(0) for m in _MODE_TEST.finditer(test)]
+    return bool(names) and _DEVICE_WORDS.search(test) is None and not any(_asks_cuda(text, n) for n in names)
+
+
+def _asks_cuda(text: str, name: str, depth: int = 0) -> bool:
+    """Whether an assignment of ``name`` in ``text`` asks CUDA (``device_count()``,
+    ``is_available()``, ``torch.cuda...``), itself or through a name it reads (two deep)."""
+    for value in re.findall(rf"^[ \t]*{re.escape(name)}[ \t]*=(?!=)([^\n]*)", text, re.M):
+        if _ASKS_CUDA.search(value) or (depth < 2 and any(
+                _asks_cuda(text, word, depth + 1) for word in re.findall(r"[A-Za-z_][\w.]*", value) if word != name)):
+            return True
+    return False
 
 
 def evaluated(code: cst.CSTNode, node: cst.CSTNode) -> Optional[bool]:

@@ -75,7 +75,9 @@ class HardcodedGpuDevice(Rule):
         `if`s that do not choose the CPU as written, a switch that is on as written,
         `if use_cuda:` after `use_cuda = True`, or a test whose other branch places on a
         GPU too, `if ngpus > 1: ... DataParallel(model).cuda()` `else: model.cuda()`, as
-        pytorch-yolo2's script has them after its `CUDA_VISIBLE_DEVICES`), in code that never asks whether CUDA
+        pytorch-yolo2's script has them after its `CUDA_VISIBLE_DEVICES`; an `if` that tests
+        the distributed mode, `if args.distributed:`, `if local_rank == 0:`, is no condition
+        either: a launcher runs either way on a CPU machine), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
         in the module for module-level code, or in an `if` around it; a
         `range(torch.cuda.device_count())` that lists the GPUs for `DataParallel` asks
@@ -398,6 +400,17 @@ class HardcodedGpuDevice(Rule):
                 "        model = model.to(\"cuda\" if torch.cuda.is_available() else \"cpu\").half()\n"
                 "    else:\n        model = model.to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
                 "for step in range(2):\n    print(model)\n"),
+        # under a test of the distributed mode (pytorch_toolbelt's broadcast of a pickled object)
+        Example("import torch\nimport torch.distributed as dist\n\n\ndef broadcast_bytes(data, n, local_rank):\n"
+                "    if local_rank == 0:\n        payload = torch.tensor(data, dtype=torch.uint8).to('cuda')\n"
+                "    else:\n        payload = torch.empty(n, dtype=torch.uint8, device='cuda')\n"
+                "    dist.broadcast(payload, 0)\n    return payload\n",
+                "import torch\nimport torch.distributed as dist\n\n\ndef broadcast_bytes(data, n, local_rank):\n"
+                "    if local_rank == 0:\n"
+                "        payload = torch.tensor(data, dtype=torch.uint8).to('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "    else:\n"
+                "        payload = torch.empty(n, dtype=torch.uint8, device='cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "    dist.broadcast(payload, 0)\n    return payload\n"),
         # a GPU string a name holds, used as a device: where it is bound, once for every use
         Example("import torch\ndevice = 'cuda:0'\nnet = torch.nn.Linear(2, 2).to(device)\n"
                 "print(net(torch.zeros(1, 2, device=device)))\n",

@@ -63,7 +63,8 @@ class CudaOnlyCall(Rule):
         `get_rng_state()`, `initial_seed()`, `mem_get_info()`, `memory_summary()`, `init()`,
         `set_per_process_memory_fraction()`, the `torch.cuda.nvtx` markers. Only where it
         runs unconditionally (not under an `if`, not one side of `a if c else b` or of
-        `a or b`), in code that does not stop without CUDA (no `assert
+        `a or b`; an `if` on the distributed mode, `if args.distributed:`, `if rank == 0:`,
+        is none: a launcher runs it on a CPU machine too), in code that does not stop without CUDA (no `assert
         torch.cuda.is_available()` or `if not torch.cuda.is_available():` exit in its
         function, or in the module for module-level code; no `if` around it that asks),
         outside functions and classes whose decorators name CUDA or a GPU
@@ -215,8 +216,11 @@ class CudaOnlyCall(Rule):
         "import torch.distributed as dist\ndef setup():\n    dist.init_process_group('cpu:gloo,cuda:nccl')\n",
         "import torch\nimport torch.distributed as dist\ndef setup():\n"
         "    dist.init_process_group('nccl' if torch.cuda.is_available() else 'gloo')\n",
-        "import torch\nimport torch.distributed as dist\ndef setup(args):\n    if args.distributed:\n"
-        "        dist.init_process_group(backend='nccl')\n",
+        # ... on a test of the GPUs, however it is named (the distributed mode as the GPU count)
+        "import torch\nimport torch.distributed as dist\nargs.distributed = torch.cuda.device_count() > 1\n"
+        "if args.distributed:\n    dist.init_process_group(backend='nccl')\n    torch.cuda.set_device(args.local_rank)\n",
+        "import torch\nimport torch.distributed as dist\ndef setup(opts, local_rank):\n"
+        "    if opts['distributed_backend'] == 'nccl':\n        torch.cuda.set_device(local_rank)\n",
         # a process count the author asserts, or that is kept from zero
         "import torch\nimport torch.multiprocessing as mp\ndef w(r):\n    pass\nif __name__ == '__main__':\n"
         "    n = torch.cuda.device_count()\n    assert n >= 2, 'needs 2 GPUs'\n    mp.spawn(w, nprocs=n)\n",
@@ -333,6 +337,15 @@ class CudaOnlyCall(Rule):
                 "local_rank = int(os.environ['LOCAL_RANK'])\n"
                 "dist.init_process_group(backend=\"nccl\" if torch.cuda.is_available() else \"gloo\")\n"
                 "if torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\nprint(dist.get_rank())\n"),
+        # ... under a test of the distributed mode, which a launcher runs on a CPU machine too
+        # (maskrcnn-benchmark's trainer: `args.distributed = num_gpus > 1` of WORLD_SIZE)
+        Example("import torch\nimport torch.distributed as dist\n\n\ndef setup(args):\n    if args.distributed:\n"
+                "        torch.cuda.set_device(args.local_rank)\n"
+                "        dist.init_process_group(backend='nccl', init_method='env://')\n",
+                "import torch\nimport torch.distributed as dist\n\n\ndef setup(args):\n    if args.distributed:\n"
+                "        if torch.cuda.is_available():\n            torch.cuda.set_device(args.local_rank)\n"
+                "        dist.init_process_group(backend='nccl' if torch.cuda.is_available() else 'gloo', "
+                "init_method='env://')\n"),
         # a script's global binding (TDL101's too): the migration has to get past it
         Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
                 "parser.add_argument('--gpu', type=int, default=0)\nargs = parser.parse_args()\n"

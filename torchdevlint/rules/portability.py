@@ -66,9 +66,12 @@ _GPU_WORDS = ("cuda", "gpu")
 # a test of the distributed mode, not of the device (`if args.distributed:`, `if
 # args.local_rank != -1:`, `if rank == 0:`, `if dist.is_initialized():`): each branch is a
 # way the program runs, and a CPU machine runs either (a launcher starts gloo ranks there).
-# Not `if ddp:` or `if world_size > 1:` (as often the GPU count: stylegan2's `is_ddp =
-# world_size > 1` of `world_size = torch.cuda.device_count()`), nor a test of the backend
+# `if ddp:` or `if world_size > 1:` only where the name is read from the launcher's
+# environment (nanoGPT's `ddp = int(os.environ.get('RANK', -1)) != -1`): as often the GPU
+# count (stylegan2's `is_ddp = world_size > 1` of `world_size = torch.cuda.device_count()`)
 _MODE_TEST = re.compile(r"[\w.]*(?:distributed|launcher)\w*|[\w.]*rank\b|\bdist\.is_initialized\b", re.I)
+_MODE_IF_LAUNCHED = re.compile(r"[\w.]*(?:ddp|world_size)\w*", re.I)
+_ENVIRONMENT = re.compile(r"\benviron\b|\bgetenv\b")
 _ASKS_CUDA = re.compile(r"\bcuda\b|device_count|is_available|\bnccl\b", re.I)
 _DEVICE_WORDS = re.compile(r"cuda|gpu|device|cpu|is_available|mps|xpu|npu|hpu|tpu|accelerat|nccl|backend", re.I)
 
@@ -241,22 +244,26 @@ def chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> boo
 
 def mode_test(text: str, test: str) -> bool:
     """Whether an ``if``'s test (its code) picks how the program is distributed, not
-    whether it has a GPU: it names a rank or the distributed mode, nothing of a device,
-    and what it names is not assigned, in the module's ``text``, from a question to CUDA
-    (``args.distributed = torch.cuda.device_count() > 1``, or through a name so assigned).
-    maskrcnn-benchmark's trainer: ``set_device(args.local_rank)`` and an NCCL group under
-    ``if args.distributed:`` (``num_gpus > 1`` of the launcher's ``WORLD_SIZE``), which a
+    whether it has a GPU: it names a rank or the distributed mode (or a name the
+    launcher's environment sets), nothing of a device, and what it names is not assigned,
+    in the module's ``text``, from a question to CUDA (``args.distributed =
+    torch.cuda.device_count() > 1``, or through a name so assigned). maskrcnn-benchmark's
+    trainer: ``set_device(args.local_rank)`` and an NCCL group under ``if
+    args.distributed:`` (``num_gpus > 1`` of the launcher's ``WORLD_SIZE``), which a
     launcher on a CPU machine runs."""
     names = [m.group(0) for m in _MODE_TEST.finditer(test)]
-    return bool(names) and _DEVICE_WORDS.search(test) is None and not any(_asks_cuda(text, n) for n in names)
+    launched = [m.group(0) for m in _MODE_IF_LAUNCHED.finditer(test)]
+    if not names and not any(_assigned(text, name, _ENVIRONMENT) for name in launched):
+        return False
+    return _DEVICE_WORDS.search(test) is None and not any(_assigned(text, n, _ASKS_CUDA) for n in names + launched)
 
 
-def _asks_cuda(text: str, name: str, depth: int = 0) -> bool:
-    """Whether an assignment of ``name`` in ``text`` asks CUDA (``device_count()``,
-    ``is_available()``, ``torch.cuda...``), itself or through a name it reads (two deep)."""
+def _assigned(text: str, name: str, what: "re.Pattern[str]", depth: int = 0) -> bool:
+    """Whether an assignment of ``name`` in ``text`` has ``what`` in its value, itself or
+    through a name it reads (two deep)."""
     for value in re.findall(rf"^[ \t]*{re.escape(name)}[ \t]*=(?!=)([^\n]*)", text, re.M):
-        if _ASKS_CUDA.search(value) or (depth < 2 and any(
-                _asks_cuda(text, word, depth + 1) for word in re.findall(r"[A-Za-z_][\w.]*", value) if word != name)):
+        if what.search(value) or (depth < 2 and any(
+                _assigned(text, word, what, depth + 1) for word in re.findall(r"[A-Za-z_][\w.]*", value) if word != name)):
             return True
     return False
 

@@ -64,7 +64,8 @@ class CudaOnlyCall(Rule):
         `set_per_process_memory_fraction()`, the `torch.cuda.nvtx` markers. Only where it
         runs unconditionally (not under an `if`, not one side of `a if c else b` or of
         `a or b`; an `if` on the distributed mode, `if args.distributed:`, `if rank == 0:`,
-        is none: a launcher runs it on a CPU machine too), in code that does not stop without CUDA (no `assert
+        `if ddp:` of `ddp = int(os.environ.get("RANK", -1)) != -1`, is none: a launcher
+        runs it on a CPU machine too), in code that does not stop without CUDA (no `assert
         torch.cuda.is_available()` or `if not torch.cuda.is_available():` exit in its
         function, or in the module for module-level code; no `if` around it that asks),
         outside functions and classes whose decorators name CUDA or a GPU
@@ -219,6 +220,9 @@ class CudaOnlyCall(Rule):
         # ... on a test of the GPUs, however it is named (the distributed mode as the GPU count)
         "import torch\nimport torch.distributed as dist\nargs.distributed = torch.cuda.device_count() > 1\n"
         "if args.distributed:\n    dist.init_process_group(backend='nccl')\n    torch.cuda.set_device(args.local_rank)\n",
+        "import os\nimport torch\nimport torch.distributed as dist\n\n\ndef run(rank, world_size):\n"
+        "    is_ddp = world_size > 1\n    if is_ddp:\n        os.environ['MASTER_PORT'] = '12355'\n"
+        "        dist.init_process_group('nccl', rank=rank, world_size=world_size)\n",
         "import torch\nimport torch.distributed as dist\ndef setup(opts, local_rank):\n"
         "    if opts['distributed_backend'] == 'nccl':\n        torch.cuda.set_device(local_rank)\n",
         # a process count the author asserts, or that is kept from zero
@@ -346,6 +350,15 @@ class CudaOnlyCall(Rule):
                 "        if torch.cuda.is_available():\n            torch.cuda.set_device(args.local_rank)\n"
                 "        dist.init_process_group(backend='nccl' if torch.cuda.is_available() else 'gloo', "
                 "init_method='env://')\n"),
+        # ... or on a name the launcher's environment sets (nanoGPT's `ddp`)
+        Example("import os\nimport torch\nfrom torch.distributed import init_process_group\n\n"
+                "ddp = int(os.environ.get('RANK', -1)) != -1\nif ddp:\n    init_process_group(backend='nccl')\n"
+                "    torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\nprint(torch.zeros(1))\n",
+                "import os\nimport torch\nfrom torch.distributed import init_process_group\n\n"
+                "ddp = int(os.environ.get('RANK', -1)) != -1\nif ddp:\n"
+                "    init_process_group(backend='nccl' if torch.cuda.is_available() else 'gloo')\n"
+                "    if torch.cuda.is_available():\n        torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"
+                "print(torch.zeros(1))\n"),
         # a script's global binding (TDL101's too): the migration has to get past it
         Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
                 "parser.add_argument('--gpu', type=int, default=0)\nargs = parser.parse_args()\n"

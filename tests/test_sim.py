@@ -100,6 +100,37 @@ def test_data_parallel_replicas_keep_a_module_without_bias():
         assert torch.allclose(out.cpu(), expected, atol=1e-6)
 
 
+def test_the_functions_of_torch_nn_parallel_run_over_the_simulated_gpus():
+    """Code that calls torch.nn.parallel's functions itself (the annotated Transformer's
+    loss over its GPUs: replicate, scatter, parallel_apply, gather; EDSR's
+    data_parallel(model, x, range(n))) computes what one device does, each replica on its
+    GPU, with the gradient back in the module; the CPU build's own need _broadcast_coalesced."""
+    P = torch.nn.parallel
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    expected = net(x)
+    expected.sum().backward()
+    grad = net.weight.grad.clone()
+    net.zero_grad()
+    with Simulator(gpus=2):
+        net.cuda()
+        replicas = P.replicate(net, [0, 1])
+        assert [r.weight.device.index for r in replicas] == [0, 1]
+        chunks = P.scatter(x.cuda(), target_gpus=[0, 1])
+        assert isinstance(chunks, tuple) and [c.device.index for c in chunks] == [0, 1]
+        outs = P.parallel_apply(replicas, [(c,) for c in chunks])
+        assert [o.device.index for o in outs] == [0, 1]
+        out = P.gather(outs, target_device=0)
+        assert out.device.index == 0 and torch.allclose(out.cpu(), expected, atol=1e-6)
+        out.sum().backward()
+        assert torch.allclose(net.weight.grad.cpu(), grad, atol=1e-6)
+        functional = P.data_parallel(net, x.cuda(), range(2))
+        assert functional.device.index == 0 and torch.allclose(functional.cpu(), expected, atol=1e-6)
+        with pytest.raises(RuntimeError, match="invalid device ordinal"):
+            P.replicate(net, [0, 2])
+
+
 def test_each_simulated_gpu_has_its_own_random_state():
     """Checkpointing code saves and restores the CUDA generators' states (fairseq, HF
     trainers call `torch.cuda.random.get_rng_state_all()`); CPU-only torch has none."""

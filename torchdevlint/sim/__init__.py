@@ -39,14 +39,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .legacy import patch_legacy
 from .mode import _make_mode
-from .parallel import (
-    _dp_check_balance,
-    _dp_gather,
-    _dp_parallel_apply,
-    _dp_replicate,
-    _dp_scatter,
-    _get_device_index,
-)
+from .parallel import patch_parallel
 from .process import (
     Group,
     VisibleDevices,
@@ -382,14 +375,9 @@ class Simulator:
                 set_attr(cuda, name, value)
             if hasattr(cuda.random, name):  # `torch.cuda.random.get_rng_state_all()`, as HF and fairseq call it
                 set_attr(cuda.random, name, value)
-        set_attr(dp.DataParallel, "scatter", _dp_scatter(sim))
-        set_attr(dp.DataParallel, "replicate", _dp_replicate(sim))
-        set_attr(dp.DataParallel, "parallel_apply", _dp_parallel_apply(sim))
-        set_attr(dp.DataParallel, "gather", _dp_gather(sim))
         set_attr(dp, "_get_available_device_type", lambda: "cuda")
         set_attr(dp, "_get_all_device_indices", lambda: list(range(st.gpus)))
-        set_attr(dp, "_get_device_index", _get_device_index(sim))
-        set_attr(dp, "_check_balance", _dp_check_balance(sim))
+        patch_parallel(sim, set_attr)
         parameter_new = torch.nn.Parameter.__new__
 
         def new_parameter(cls, data=None, requires_grad=True):

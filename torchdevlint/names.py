@@ -16,6 +16,10 @@ _REEXPORTS: Dict[str, str] = {
     "torch.nn.parallel.data_parallel.DataParallel": "torch.nn.parallel.DataParallel",
     "torch.nn.parallel.data_parallel.data_parallel": "torch.nn.parallel.data_parallel",
     "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.replicate.replicate": "torch.nn.parallel.replicate",
+    "torch.nn.parallel.scatter_gather.scatter": "torch.nn.parallel.scatter",
+    "torch.nn.parallel.scatter_gather.gather": "torch.nn.parallel.gather",
+    "torch.nn.parallel.parallel_apply.parallel_apply": "torch.nn.parallel.parallel_apply",
     "torch.nn.modules.SyncBatchNorm": "torch.nn.SyncBatchNorm",
     "torch.nn.modules.batchnorm.SyncBatchNorm": "torch.nn.SyncBatchNorm",
     "torch.nn.modules.module.Module": "torch.nn.Module",
@@ -50,6 +54,9 @@ CUDA_ONLY = frozenset(
         "reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
         "ipc_collect", "get_rng_state", "initial_seed", "mem_get_info", "memory_summary", "init",
         "set_per_process_memory_fraction", "nvtx.range_push", "nvtx.range_pop", "nvtx.mark", "nvtx.range")}
+    # data parallelism by hand (the annotated Transformer's loss over its GPUs): the CPU build
+    # has no broadcast, scatter or gather, and data_parallel finds no device type
+    | {f"torch.nn.parallel.{name}" for name in ("replicate", "scatter", "gather", "parallel_apply", "data_parallel")}
 )
 INIT_PROCESS_GROUP = frozenset(
     {

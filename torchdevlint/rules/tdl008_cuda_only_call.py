@@ -39,12 +39,12 @@ class CudaOnlyCall(Rule):
                "factor, pinned memory, "
                "with nothing checking for CUDA; `assert torch.cuda.is_available()` or a script's stop without it (opt-in)")
     opt_in = True
-    triggers = ("cuda", "nccl", "SyncBatchNorm", "pin_memory")
+    triggers = ("cuda", "nccl", "SyncBatchNorm", "pin_memory", "nn.parallel")
     also_requires = ("synchronize", "Event", "Stream", "current_device", "get_device_", "current_stream",
                      "default_stream", "CUDAGraph", "reset_", "ipc_collect", "get_rng_state", "mem_get_info",
                      "memory_summary", "init", "set_per_process_memory_fraction", "nvtx", "device(", "set_device",
                      "convert_sync_batchnorm", "spawn", "start_processes", "pin_memory", "is_available",
-                     "device_count")
+                     "device_count", "replicate", "scatter", "gather", "parallel_apply", "data_parallel")
     # the gate on the code (`with torch.cuda.device(k):` is a call of it too)
     needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO))
              + ("call:pin_memory", "name:pin_memory", "stmt:torch.cuda.is_available", "factor:count"),)
@@ -61,7 +61,10 @@ class CudaOnlyCall(Rule):
         `current_stream()`, `default_stream()`, `Stream()`, `Event()`, `CUDAGraph()`,
         `reset_peak_memory_stats()` (and the older `reset_max_memory_*`), `ipc_collect()`,
         `get_rng_state()`, `initial_seed()`, `mem_get_info()`, `memory_summary()`, `init()`,
-        `set_per_process_memory_fraction()`, the `torch.cuda.nvtx` markers. Only where it
+        `set_per_process_memory_fraction()`, the `torch.cuda.nvtx` markers, and data
+        parallelism by hand, `torch.nn.parallel`'s `replicate`, `scatter`, `gather`,
+        `parallel_apply` and `data_parallel` (the CPU build has no broadcast, scatter or
+        gather; `data_parallel` finds no device type). Only where it
         runs unconditionally (not under an `if`, not one side of `a if c else b` or of
         `a or b`; an `if` on the distributed mode, `if args.distributed:`, `if rank == 0:`,
         `if ddp:` of `ddp = int(os.environ.get("RANK", -1)) != -1`, is none: a launcher
@@ -469,6 +472,11 @@ class CudaOnlyCall(Rule):
         Example("import torch\n\nuse_cuda = torch.cuda.is_available()\nif not use_cuda:\n"
                 "    exit('Please run on a machine with a GPU')\nprint(torch.ones(2).sum())\n",
                 "import torch\n\nuse_cuda = torch.cuda.is_available()\nprint(torch.ones(2).sum())\n"),
+        # data parallelism by hand: no CPU counterpart to write (display)
+        Example("import torch.nn as nn\n\n\ndef loss_over(generator, out, devices):\n"
+                "    replicas = nn.parallel.replicate(generator, devices)\n"
+                "    chunks = nn.parallel.scatter(out, target_gpus=devices)\n"
+                "    return nn.parallel.gather(nn.parallel.parallel_apply(replicas, chunks), devices[0])\n"),
         # a library's module level: the test would run at every import (display)
         Example("import torch\nCAPABILITY = torch.cuda.get_device_capability()\n"),
         Example("import torch\ntorch.cuda.synchronize()\n"),

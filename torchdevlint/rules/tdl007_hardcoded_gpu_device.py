@@ -65,8 +65,10 @@ class HardcodedGpuDevice(Rule):
         a `store_true` flag, as EDSR-style trainers have; `"cuda" if not args.no_cuda else
         "cpu"`; a flag derived from one, `opt.cuda = not opt.no_cuda`, `use_cuda = not
         args.no_cuda`; declared in another file, a flag named for the CPU, `--cpu`,
-        `--no-cuda`, is taken as off; a switch the script sets once in its text, `cuda =
-        True`): what the script does when run as written, chosen
+        `--no-cuda`, is taken as off, and one that lists the GPUs to use, `--gpu_ids`,
+        `opt['gpu_ids'] is not None` of a JSON configuration (BasicSR), as given; a switch
+        the script sets once in its text, `cuda = True`): what the script does when run as
+        written, chosen
         unconditionally in a statement (not under an `if`, not one side of `a if c else b`
         or of `a or b`, not a parameter's default, unless a call in the file leaves
         the argument to it: `def sample(self, n, device="cuda")` called as
@@ -186,6 +188,9 @@ class HardcodedGpuDevice(Rule):
         "import settings\nsettings.device = 'cuda'\n",
         # a rank's index on one side of a choice (fairscale's benchmark, OpenNMT's iterator)
         "import torch\ndef run(rank, args):\n    return torch.device('cpu') if args.cpu else torch.device(rank)\n",
+        # a configuration's switch whose value is not known here
+        "import torch\nclass Model:\n    def __init__(self, opt):\n"
+        "        self.device = torch.device('cuda' if opt['use_gpu'] else 'cpu')\n",
         "import torch\ndef make(device_id):\n"
         "    return torch.device(device_id) if device_id >= 0 else torch.device('cpu')\n",
         # a rank-named parameter or attribute that holds a device string (OpenNMT's noise models)
@@ -455,6 +460,12 @@ class HardcodedGpuDevice(Rule):
                 "import torch\n\n\nclass Trainer:\n    def __init__(self, args, model):\n        self.args = args\n"
                 "        self.device = torch.device('cpu' if self.args.cpu or not torch.cuda.is_available() else 'cuda')\n"
                 "        self.model = model.to(self.device)\n"),
+        # ... and an option that lists the GPUs is given (BasicSR's JSON options, `"gpu_ids": [0]`)
+        Example("import torch\n\n\nclass BaseModel:\n    def __init__(self, opt):\n"
+                "        self.device = torch.device('cuda' if opt['gpu_ids'] is not None else 'cpu')\n",
+                "import torch\n\n\nclass BaseModel:\n    def __init__(self, opt):\n"
+                "        self.device = torch.device('cuda' if opt['gpu_ids'] is not None and torch.cuda.is_available() "
+                "else 'cpu')\n"),
         # ... or the script's own switch, set in its text (PyTorch-GAN's scripts, edited)
         Example("import torch\ncuda = True\ndevice = torch.device('cuda' if cuda else 'cpu')\n"
                 "print(torch.zeros(1, device=device))\n",
@@ -541,7 +552,7 @@ class HardcodedGpuDevice(Rule):
             if rewrite.kind == "ids":  # device_ids=[rank]
                 shown = f"{rewrite.device}={shown}"
             if rewrite.kind == "flag":
-                what = "picks a GPU unless the command line says otherwise: run as written,"
+                what = "picks a GPU unless its options say otherwise: run as written,"
             elif rewrite.kind == "option":  # a GPU index as an option's default
                 shown = f"{_option_name(site)}={shown}"
                 what = (f"picks a GPU by default (its help gives `{rewrite.device}` for the CPU): run as written,")
@@ -887,6 +898,18 @@ def _as_written(a, test: cst.BaseExpression) -> Optional[bool]:
     negated = False
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test, negated = test.expression, True
+    test, given = _given(test)  # opt['gpu_ids'] is not None, len(opt.gpu_ids) > 0: the option's value
+    negated = negated != (given is False)
+    if isinstance(test, cst.Subscript):  # opt['gpu_ids'] (a configuration read from JSON or YAML)
+        key = test.slice[0].slice if len(test.slice) == 1 else None
+        name = key.value.evaluated_value if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString) \
+            else None
+        config = test.value.attr if isinstance(test.value, cst.Attribute) and a.code(test.value.value) == "self" \
+            else test.value  # self.opt['gpu_ids']
+        if not (isinstance(name, str) and isinstance(config, cst.Name) and config.value in N.CONFIG_NAMES):
+            return None
+        default = _flag_default(a, config.value, name)
+        return None if default is None else default != negated
     if isinstance(test, cst.Name):  # use_cuda = not args.no_cuda (its one assignment in the file)
         derived = _derived_flag(a, test.value)
         constant = _constant_flag(a, test.value)
@@ -914,8 +937,8 @@ def _flag_default(a, config: str, name: str, depth: int = 0) -> Optional[bool]:
     or a flag the code derives from one (``opt.cuda = not opt.no_cuda``: attention is
     all you need's trainer)."""
     default = _option_default(a, name)
-    if default is None and name.lower() in _CPU_FLAGS and not _declares_options(a):
-        default = False
+    if default is None and name.lower() in (_CPU_FLAGS | _GPU_LISTS) and not _declares_options(a):
+        default = name.lower() in _GPU_LISTS
     derived = _derived_flag(a, f"{config}.{name}") if default is None and depth < 2 else None
     if derived is not None and derived[0] == config:
         value = _flag_default(a, config, derived[1], depth + 1)
@@ -941,6 +964,24 @@ def _derived_flag(a, flag: str) -> Optional[Tuple[str, str, bool]]:
 
 # flags that ask for the CPU by their name: off unless given
 _CPU_FLAGS = frozenset({"cpu", "use_cpu", "no_cuda", "no_gpu", "nocuda", "disable_cuda", "cpu_only", "force_cpu"})
+# ... and options that list the GPUs to use: given (pix2pix's `--gpu_ids` default '0', BasicSR's
+# JSON `"gpu_ids": [0]`; a project's own way to ask for the CPU is an empty list or -1)
+_GPU_LISTS = frozenset({"gpu_ids", "gpus", "gpu_list"})
+
+
+def _given(test: cst.BaseExpression) -> Tuple[cst.BaseExpression, Optional[bool]]:
+    """``X is not None`` or ``len(X) > 0`` (True), ``X is None`` or ``len(X) == 0``
+    (False): (X, whether the test asks that X is given); (test, None) otherwise."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+        left = test.left
+        if isinstance(right, cst.Name) and right.value == "None" and isinstance(op, (cst.Is, cst.IsNot)):
+            return left, isinstance(op, cst.IsNot)
+        if (isinstance(left, cst.Call) and isinstance(left.func, cst.Name) and left.func.value == "len"
+                and len(left.args) == 1 and isinstance(right, cst.Integer) and right.value == "0"
+                and isinstance(op, (cst.GreaterThan, cst.NotEqual, cst.Equal))):
+            return left.args[0].value, not isinstance(op, cst.Equal)
+    return test, None
 
 
 def _declares_options(a) -> bool:

@@ -235,7 +235,8 @@ def chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> boo
     a = ctx.analysis
     guard = id(a.devices.main_guard)
     if any(part in ("body", "orelse", "case") and (key, part) != (guard, "body")
-           and not (part != "case" and key in a.ifs and mode_test(a.text, a.code(a.ifs[key].test))) for key, part in site.cond):
+           and not (part != "case" and key in a.ifs and mode_test(a.text, a.code(a.ifs[key].test)))
+           for key, part in site.cond):
         return True
     if site.line is None:  # a `with` item: the call is the whole item, in no expression
         return False
@@ -263,7 +264,8 @@ def _assigned(text: str, name: str, what: "re.Pattern[str]", depth: int = 0) -> 
     through a name it reads (two deep)."""
     for value in re.findall(rf"^[ \t]*{re.escape(name)}[ \t]*=(?!=)([^\n]*)", text, re.M):
         if what.search(value) or (depth < 2 and any(
-                _assigned(text, word, what, depth + 1) for word in re.findall(r"[A-Za-z_][\w.]*", value) if word != name)):
+                _assigned(text, word, what, depth + 1)
+                for word in re.findall(r"[A-Za-z_][\w.]*", value) if word != name)):
             return True
     return False
 
@@ -358,7 +360,11 @@ def _text_asks(ctx: Context, fn: Optional[cst.CSTNode], stops_only: bool, held: 
         text = _code_only(a.code(fn)) if fn is not None else _module_code(ctx)
         names = "|".join(map(re.escape, held))
         own = re.compile(rf"[ \t]*(?:el)?if[ \t]+(?:{names})[ \t]*[=!]=[ \t]*['\"](?:cpu|cuda)['\"][ \t]*:")
-        tells = any(not held or not own.match(text, m.start()) for m in _DEVICE_TEST.finditer(text))
+        # (a function's test tells for its own code: nanoGPT's get_batch tests device_type, and
+        # that keeps no module-level set_device from raising)
+        told = text if fn is not None else _code_only("".join(
+            a.code(stmt) for stmt in a.module.body if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))))
+        tells = any(not held or not own.match(told, m.start()) for m in _DEVICE_TEST.finditer(told))
         memo[key] = bool(_STOP.search(text) or tells) or (
             not stops_only and sum(text.count(word) for word in ASKS) > len(_GUARD.findall(text)) + len(
                 _CHOICE.findall(text)) + len(_ENUMERATION.findall(text)) + _unasked(text))

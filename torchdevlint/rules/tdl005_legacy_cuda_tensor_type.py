@@ -665,10 +665,14 @@ def _alias_uses(a, scope, target: str, bound: cst.Name
     # a name of another scope's own (YOLOv3's `FloatTensor = torch.cuda.FloatTensor if
     # x.is_cuda else ...` in two methods) is another alias: neither a use nor a mention
     uses = [(site, kind) for site, kind in uses
-            if a.lookup((site.node.func if kind == "call" else site.node.args[0].value).value,  # type: ignore[attr-defined]
-                        site.scope)[0] is scope]
+            if a.lookup(_used_name(site, kind), site.scope)[0] is scope]
     where = a.module if scope.kind == "module" else scope.node
     return uses, next((n for name in names for n in _names(a, where, name) if n not in seen), None), chained
+
+
+def _used_name(site: CallSite, kind: str) -> str:
+    """The alias's name at a use: ``Tensor(...)``'s callee, ``x.type(Tensor)``'s argument."""
+    return (site.node.func if kind == "call" else site.node.args[0].value).value  # type: ignore[attr-defined]
 
 
 def _names(a, where: cst.CSTNode, target: str) -> List[cst.Name]:

@@ -277,9 +277,10 @@ class HardcodedGpuDevice(Rule):
                 "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
                 "net = torch.nn.Linear(2, 2).to(device)\nif device == 'cuda':\n"
                 "    net = torch.nn.DataParallel(net)\nprint(net)\n"),
-        # ... rebound only under a branch to another GPU (a distributed run's rank), with
-        # a name derived from it tested, a dtype chosen on the question, the work in a
-        # module-level block (a script: its loop runs at import)
+        # ... rebound only under a branch to another GPU (a distributed run's rank: the
+        # launcher's RANK, so that branch gets its fallback too), with a name derived from it
+        # tested, a dtype chosen on the question, the work in a module-level block (a
+        # script: its loop runs at import)
         Example("import os\nimport torch\ndevice = 'cuda'\n"
                 "dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float16'\n"
                 "if 'RANK' in os.environ:\n    device = f\"cuda:{os.environ['LOCAL_RANK']}\"\n"
@@ -288,7 +289,8 @@ class HardcodedGpuDevice(Rule):
                 "        if device_type == 'cuda':\n            x = x.pin_memory()\n        net(x.to(device))\n",
                 "import os\nimport torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
                 "dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float16'\n"
-                "if 'RANK' in os.environ:\n    device = f\"cuda:{os.environ['LOCAL_RANK']}\"\n"
+                "if 'RANK' in os.environ:\n"
+                "    device = f\"cuda:{os.environ['LOCAL_RANK']}\" if torch.cuda.is_available() else \"cpu\"\n"
                 "device_type = 'cuda' if 'cuda' in device else 'cpu'\nnet = torch.nn.Linear(2, 2).to(device)\n"
                 "with torch.no_grad():\n    for _ in range(2):\n        x = torch.zeros(1, 2)\n"
                 "        if device_type == 'cuda':\n            x = x.pin_memory()\n        net(x.to(device))\n"),
@@ -412,9 +414,11 @@ class HardcodedGpuDevice(Rule):
                 "    dist.broadcast(payload, 0)\n    return payload\n",
                 "import torch\nimport torch.distributed as dist\n\n\ndef broadcast_bytes(data, n, local_rank):\n"
                 "    if local_rank == 0:\n"
-                "        payload = torch.tensor(data, dtype=torch.uint8).to('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "        payload = torch.tensor(data, dtype=torch.uint8).to('cuda' if torch.cuda.is_available() "
+                "else 'cpu')\n"
                 "    else:\n"
-                "        payload = torch.empty(n, dtype=torch.uint8, device='cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "        payload = torch.empty(n, dtype=torch.uint8, device='cuda' if torch.cuda.is_available() "
+                "else 'cpu')\n"
                 "    dist.broadcast(payload, 0)\n    return payload\n"),
         # a GPU string a name holds, used as a device: where it is bound, once for every use
         Example("import torch\ndevice = 'cuda:0'\nnet = torch.nn.Linear(2, 2).to(device)\n"
@@ -460,6 +464,19 @@ class HardcodedGpuDevice(Rule):
                 "import torch\n\n\nclass Trainer:\n    def __init__(self, args, model):\n        self.args = args\n"
                 "        self.device = torch.device('cpu' if self.args.cpu or not torch.cuda.is_available() else 'cuda')\n"
                 "        self.model = model.to(self.device)\n"),
+        # nanoGPT: the rank's GPU under `if ddp:` (a launcher runs it on a CPU too), where it is bound
+        Example("import os\n\nimport torch\n\ndevice = 'cuda'\nddp = int(os.environ.get('RANK', -1)) != -1\n"
+                "if ddp:\n    device = f'cuda:{os.environ[\"LOCAL_RANK\"]}'\n    torch.cuda.set_device(device)\n"
+                "device_type = 'cuda' if 'cuda' in device else 'cpu'\n\n\ndef get_batch(data):\n"
+                "    if device_type == 'cuda':\n        return data.pin_memory().to(device, non_blocking=True)\n"
+                "    return data.to(device)\n\n\nprint(get_batch(torch.zeros(2)))\n",
+                "import os\n\nimport torch\n\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+                "ddp = int(os.environ.get('RANK', -1)) != -1\nif ddp:\n"
+                "    device = f'cuda:{os.environ[\"LOCAL_RANK\"]}' if torch.cuda.is_available() else 'cpu'\n"
+                "    torch.cuda.set_device(device)\n"
+                "device_type = 'cuda' if 'cuda' in device else 'cpu'\n\n\ndef get_batch(data):\n"
+                "    if device_type == 'cuda':\n        return data.pin_memory().to(device, non_blocking=True)\n"
+                "    return data.to(device)\n\n\nprint(get_batch(torch.zeros(2)))\n"),
         # ... and an option that lists the GPUs is given (BasicSR's JSON options, `"gpu_ids": [0]`)
         Example("import torch\n\n\nclass BaseModel:\n    def __init__(self, opt):\n"
                 "        self.device = torch.device('cuda' if opt['gpu_ids'] is not None else 'cpu')\n",
@@ -704,6 +721,7 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
                 if devices:
                     held.add(bound.node)  # type: ignore[union-attr]
                     found += devices
+                    found += _branch_devices(a, site, value, held)
     found += _used_defaults(a)
     return found + _settings(a, {node for _, node, _ in found})
 
@@ -1123,6 +1141,25 @@ def _cuda_text(value: cst.BaseExpression) -> Optional[str]:
     if isinstance(text, str) and (text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit())):
         return text
     return None
+
+
+def _branch_devices(a, site: CallSite, value: cst.BaseExpression,
+                    seen: set) -> List[Tuple[Held, cst.CSTNode, "_Rewrite"]]:
+    """The GPU strings a name used as a device is bound to under a branch, beside the one
+    it holds as written (nanoGPT's ``device = f'cuda:{ddp_local_rank}'`` under ``if
+    ddp:``), each where it is bound: ``check`` reports those a launcher runs (a branch
+    on the distributed mode, ``unconditional``), and leaves the rest to the author."""
+    if not isinstance(value, cst.Name):
+        return []
+    scope, _ = a.lookup(value.value, site.scope)
+    found: List[Tuple[Held, cst.CSTNode, "_Rewrite"]] = []
+    for b in scope.bindings.get(value.value, ()) if scope is not None else ():
+        line = a.statement_line(b.value) if b.kind == "assign" and b.value is not None and b.cond else None
+        if line is not None and b.value not in seen and _gpu_string(b.value):
+            seen.add(b.value)
+            found.append((Held(b.value, scope, b.order, line, b.cond, value.value), b.value,
+                          _Rewrite("expression", quote=string_quote_of(b.value) or '"')))
+    return found
 
 
 def _held_devices(a, held: Held, location: bool) -> List[Tuple[Held, cst.CSTNode, "_Rewrite"]]:

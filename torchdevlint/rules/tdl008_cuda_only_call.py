@@ -222,7 +222,8 @@ class CudaOnlyCall(Rule):
         "    dist.init_process_group('nccl' if torch.cuda.is_available() else 'gloo')\n",
         # ... on a test of the GPUs, however it is named (the distributed mode as the GPU count)
         "import torch\nimport torch.distributed as dist\nargs.distributed = torch.cuda.device_count() > 1\n"
-        "if args.distributed:\n    dist.init_process_group(backend='nccl')\n    torch.cuda.set_device(args.local_rank)\n",
+        "if args.distributed:\n    dist.init_process_group(backend='nccl')\n"
+        "    torch.cuda.set_device(args.local_rank)\n",
         "import os\nimport torch\nimport torch.distributed as dist\n\n\ndef run(rank, world_size):\n"
         "    is_ddp = world_size > 1\n    if is_ddp:\n        os.environ['MASTER_PORT'] = '12355'\n"
         "        dist.init_process_group('nccl', rank=rank, world_size=world_size)\n",
@@ -362,6 +363,18 @@ class CudaOnlyCall(Rule):
                 "    init_process_group(backend='nccl' if torch.cuda.is_available() else 'gloo')\n"
                 "    if torch.cuda.is_available():\n        torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"
                 "print(torch.zeros(1))\n"),
+        # ... even where a function tests the device (nanoGPT's get_batch): that guards its own body
+        Example("import os\n\nimport torch\n\ndevice = 'cuda'\nddp = int(os.environ.get('RANK', -1)) != -1\n"
+                "if ddp:\n    device = f'cuda:{os.environ[\"LOCAL_RANK\"]}'\n    torch.cuda.set_device(device)\n"
+                "device_type = 'cuda' if 'cuda' in device else 'cpu'\n\n\ndef get_batch(data):\n"
+                "    if device_type == 'cuda':\n        return data.pin_memory().to(device, non_blocking=True)\n"
+                "    return data.to(device)\n\n\nprint(get_batch(torch.zeros(2)))\n",
+                "import os\n\nimport torch\n\ndevice = 'cuda'\nddp = int(os.environ.get('RANK', -1)) != -1\n"
+                "if ddp:\n    device = f'cuda:{os.environ[\"LOCAL_RANK\"]}'\n"
+                "    if torch.cuda.is_available():\n        torch.cuda.set_device(device)\n"
+                "device_type = 'cuda' if 'cuda' in device else 'cpu'\n\n\ndef get_batch(data):\n"
+                "    if device_type == 'cuda':\n        return data.pin_memory().to(device, non_blocking=True)\n"
+                "    return data.to(device)\n\n\nprint(get_batch(torch.zeros(2)))\n"),
         # a script's global binding (TDL101's too): the migration has to get past it
         Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
                 "parser.add_argument('--gpu', type=int, default=0)\nargs = parser.parse_args()\n"

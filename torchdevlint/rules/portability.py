@@ -4,8 +4,8 @@ write a ``torch.cuda.is_available()`` test.
 
 Code that already decides what happens without CUDA is left alone: a site under an
 ``if``/``else``/``case`` (not an ``if`` on the distributed mode, ``if args.distributed:``:
-a launcher runs either branch on a CPU machine), one side of ``a if c else b`` or of ``a or b``, a function (or,
-at module level, a module) that asks ``is_available()``/``device_count()`` or tells the
+a launcher runs either branch on a CPU machine), one side of ``a if c else b`` or of ``a
+or b``, a function (or, at module level, a module) that asks ``is_available()``/``device_count()`` or tells the
 CPU from CUDA itself (``if device.type == "cpu": return``), an ``if`` around it that
 asks, or an enclosing function or class named or decorated for CUDA or a GPU (``class
 CudaTimer``, ``@unittest.skipIf(not torch.cuda.is_available(), ...)``,
@@ -234,10 +234,14 @@ def chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> boo
     of the distributed mode (``mode_test``): both ways run on a CPU machine."""
     a = ctx.analysis
     guard = id(a.devices.main_guard)
-    if any(part in ("body", "orelse", "case") and (key, part) != (guard, "body")
-           and not (part != "case" and key in a.ifs and mode_test(a.text, a.code(a.ifs[key].test)))
-           for key, part in site.cond):
-        return True
+    modes = a.memo.setdefault("mode_tests", {})  # (each `if` read once)
+    for key, part in site.cond:
+        if part not in ("body", "orelse", "case") or (key, part) == (guard, "body"):
+            continue
+        if part != "case" and key in a.ifs and key not in modes:
+            modes[key] = mode_test(a.text, a.code(a.ifs[key].test))
+        if not modes.get(key, False):
+            return True
     if site.line is None:  # a `with` item: the call is the whole item, in no expression
         return False
     return evaluated(site.line, node) is False

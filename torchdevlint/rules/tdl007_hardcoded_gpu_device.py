@@ -477,6 +477,11 @@ class HardcodedGpuDevice(Rule):
                 "device_type = 'cuda' if 'cuda' in device else 'cpu'\n\n\ndef get_batch(data):\n"
                 "    if device_type == 'cuda':\n        return data.pin_memory().to(device, non_blocking=True)\n"
                 "    return data.to(device)\n\n\nprint(get_batch(torch.zeros(2)))\n"),
+        Example("import os\nimport torch\ndevice = 'cuda'\nif int(os.environ.get('LOCAL_RANK', 0)) == 1:\n"
+                "    device = 'cuda:1'\nprint(torch.zeros(1).to(device))\n",
+                "import os\nimport torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+                "if int(os.environ.get('LOCAL_RANK', 0)) == 1:\n"
+                "    device = 'cuda:1' if torch.cuda.is_available() else 'cpu'\nprint(torch.zeros(1).to(device))\n"),
         # ... and an option that lists the GPUs is given (BasicSR's JSON options, `"gpu_ids": [0]`)
         Example("import torch\n\n\nclass BaseModel:\n    def __init__(self, opt):\n"
                 "        self.device = torch.device('cuda' if opt['gpu_ids'] is not None else 'cpu')\n",
@@ -1155,10 +1160,13 @@ def _branch_devices(a, site: CallSite, value: cst.BaseExpression,
     found: List[Tuple[Held, cst.CSTNode, "_Rewrite"]] = []
     for b in scope.bindings.get(value.value, ()) if scope is not None else ():
         line = a.statement_line(b.value) if b.kind == "assign" and b.value is not None and b.cond else None
-        if line is not None and b.value not in seen and _gpu_string(b.value):
-            seen.add(b.value)
-            found.append((Held(b.value, scope, b.order, line, b.cond, value.value), b.value,
-                          _Rewrite("expression", quote=string_quote_of(b.value) or '"')))
+        if line is None or b.value in seen or not _names_gpu(b.value):
+            continue
+        seen.add(b.value)
+        text = _cuda_text(b.value)
+        found.append((Held(b.value, scope, b.order, line, b.cond, value.value), b.value,
+                      _Rewrite("literal", text, b.value.quote[-1]) if text is not None  # type: ignore[attr-defined]
+                      else _Rewrite("expression", quote=string_quote_of(b.value) or '"')))
     return found
 
 

@@ -322,6 +322,36 @@ def test_nccl_group_records_its_communicator_device(monkeypatch):
     assert not dist.is_initialized()  # the simulator ends the groups it started
 
 
+def test_collectives_shaped_by_the_world_fill_one_entry_per_rank():
+    """The real group is a world of one; a program of a world of two gathers into two
+    outputs (DETR's pickled `all_gather` of each rank's byte count), which gloo alone
+    would refuse: every rank is taken to hold this rank's data, on the outputs' GPUs."""
+    import torch.distributed as dist
+
+    with Simulator(gpus=2):
+        dist.init_process_group("nccl", rank=1, world_size=2)
+        torch.cuda.set_device(1)
+        local = torch.tensor([7], device="cuda")
+        sizes = [torch.tensor([0], device="cuda") for _ in range(dist.get_world_size())]
+        assert dist.all_gather(sizes, local) is None
+        assert [t.tolist() for t in sizes] == [[7], [7]] and {t.device.index for t in sizes} == {1}
+        out = torch.zeros(4, device="cuda")
+        assert dist.all_gather_into_tensor(out, torch.tensor([1.0, 2.0], device="cuda"), async_op=True).wait()
+        assert out.tolist() == [1.0, 2.0, 1.0, 2.0] and out.device.index == 1
+        objects = [None, None]
+        dist.all_gather_object(objects, {"rank": 1})
+        assert objects == [{"rank": 1}, {"rank": 1}]
+        mine = torch.zeros(2, device="cuda")
+        dist.reduce_scatter_tensor(mine, torch.arange(4.0, device="cuda"))
+        assert mine.tolist() == [2.0, 3.0] and mine.device.index == 1  # rank 1's slice
+        swapped = torch.zeros(4, device="cuda")
+        dist.all_to_all_single(swapped, torch.arange(4.0, device="cuda"))
+        assert swapped.tolist() == [2.0, 3.0, 2.0, 3.0]
+        dist.all_reduce(local)  # the world of one: unchanged
+        assert local.tolist() == [7]
+        dist.destroy_process_group()
+
+
 def test_a_group_not_used_yet_is_reported_as_used_at_exit():
     """pytorch/examples' ImageNet trainer: init_process_group, then set_device(gpu), then
     DDP (whose broadcasts the simulator does not see). A spawned child's report is taken

@@ -15,7 +15,9 @@ process groups.
   communicator's device: ``device_id=`` binds it at once; otherwise it is the current
   device when the first collective or barrier runs (or the group ends), and a group
   whose process never bound a device there is reported: every rank's communicator is
-  on GPU 0. Collectives see only this process (a world of one).
+  on GPU 0. Collectives see only this process (a world of one); those whose outputs hold
+  one entry or slice per rank (``all_gather``, ``reduce_scatter``, ``all_to_all`` ...) fill
+  them as if every rank held this rank's data.
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ def patch_distributed(sim, set_attr) -> None:
     original_init = dist.init_process_group
     signature = inspect.signature(original_init)
     originals = {name: getattr(dist, name) for name in _COLLECTIVES if hasattr(dist, name)}
+    signatures = {name: inspect.signature(fn) for name, fn in originals.items() if name in _SHAPED}
     original_destroy = dist.destroy_process_group
     original_rank, original_world = dist.get_rank, dist.get_world_size
 
@@ -186,6 +189,8 @@ def patch_distributed(sim, set_attr) -> None:
             group = current_group()
             if group is not None:
                 settle(group)
+                if group.world_size > 1 and name in _SHAPED and _default_group(signatures[name], args, kwargs):
+                    return _as_world(name, signatures[name].bind(*args, **kwargs).arguments, group)
             return original(*args, **kwargs)
 
         run.__name__ = name
@@ -219,6 +224,64 @@ def patch_distributed(sim, set_attr) -> None:
     for name in originals:
         set_attr(dist, name, collective(name))
     sim._stack.callback(cleanup)  # runs before the patches are undone (LIFO)
+
+
+class _Done:
+    """What an ``async_op=True`` collective returns: work that is already done."""
+
+    def wait(self, *args, **kwargs) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+def _default_group(signature: inspect.Signature, args, kwargs) -> bool:
+    """Whether a collective runs on the default group (the simulated world), not on a
+    group of its own (``new_group``: left to gloo, a world of one)."""
+    return signature.bind(*args, **kwargs).arguments.get("group") is None
+
+
+def _as_world(name: str, params: Dict[str, Any], group: Group):
+    """A collective whose outputs are shaped by the world size (one entry or slice per
+    rank), as the program's world would run it, every rank holding this rank's data: the
+    real group is a world of one, where gloo would refuse a list of ``world_size``
+    outputs (DETR's ``all_gather`` of each rank's byte count)."""
+    import torch
+
+    world, rank = group.world_size, group.rank
+    if name == "all_gather":
+        for out in params["tensor_list"]:
+            out.copy_(params["tensor"])
+    elif name == "all_gather_into_tensor":
+        params["output_tensor"].copy_(torch.cat([params["input_tensor"]] * world).reshape(
+            params["output_tensor"].shape))
+    elif name == "all_gather_object":
+        params["object_list"][:] = [params["obj"]] * world
+    elif name == "gather":
+        for out in params.get("gather_list") or ():
+            out.copy_(params["tensor"])
+    elif name == "scatter":
+        chunks = params.get("scatter_list")
+        if chunks:
+            params["tensor"].copy_(chunks[rank])
+    elif name == "reduce_scatter":
+        params["output"].copy_(params["input_list"][rank])
+    elif name == "reduce_scatter_tensor":
+        params["output"].copy_(params["input"].chunk(world)[rank])
+    elif name == "all_to_all":
+        for out in params["output_tensor_list"]:
+            out.copy_(params["input_tensor_list"][rank])
+    elif name == "all_to_all_single":  # equal splits: every rank sends this rank its own chunk
+        piece = params["input"].chunk(world)[rank]
+        for out in params["output"].chunk(world):
+            out.copy_(piece)
+    return _Done() if params.get("async_op") else None
+
+
+# the collectives whose outputs have one entry or slice per rank
+_SHAPED = ("all_gather", "all_gather_into_tensor", "all_gather_object", "gather", "scatter", "reduce_scatter",
+           "reduce_scatter_tensor", "all_to_all", "all_to_all_single")
 
 
 def group_warnings(groups: List[Group]) -> List[Dict[str, Any]]:

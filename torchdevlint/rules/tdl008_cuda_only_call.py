@@ -12,7 +12,7 @@ from .. import names as N
 from ..analysis import CallSite, walk
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import (chosen_conditionally, evaluated, guard_statement, held_value, meant_for_gpus, stands_alone,
+from .portability import (chosen_conditionally, evaluated, guard_statement, held_device, meant_for_gpus, stands_alone,
                           string_quote, torch_for_test, unconditional)
 
 
@@ -86,8 +86,8 @@ class CudaOnlyCall(Rule):
         `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (its batch
         norms then raise on CPU tensors across ranks), a process group on the NCCL
         backend, `init_process_group("nccl")` or `backend="nccl"` ("Distributed package
-        doesn't have NCCL built in"; or a name that holds `"nccl"`, reported where it is
-        bound; not a parameter, nor `"cpu:gloo,cuda:nccl"`), and one
+        doesn't have NCCL built in"; or a name or an attribute that holds `"nccl"`,
+        `args.dist_backend = "nccl"`, reported where it is bound; not a parameter, nor `"cpu:gloo,cuda:nccl"`), and one
         process per GPU, `mp.spawn(worker, nprocs=torch.cuda.device_count())` (or a name
         bound to that count): without CUDA it starts none and returns, the program does
         nothing (not where the count is asserted: `assert world_size >= 2`).
@@ -429,6 +429,21 @@ class CudaOnlyCall(Rule):
                 "\n\ndef setup(rank, world):\n"
                 "    dist.init_process_group(BACKEND, rank=rank, world_size=world)\n\n\ndef again():\n"
                 "    dist.init_process_group(backend=BACKEND)\n\n\nif __name__ == '__main__':\n    setup(0, 1)\n"),
+        # ... or an attribute (DETR's `init_distributed_mode`: a GPU count in another branch
+        # asks nothing that stops without CUDA)
+        Example("import os\nimport torch\n\n\ndef init_distributed_mode(args):\n"
+                "    if 'SLURM_PROCID' in os.environ:\n"
+                "        args.gpu = int(os.environ['SLURM_PROCID']) % torch.cuda.device_count()\n"
+                "    else:\n        args.gpu = int(os.environ['LOCAL_RANK'])\n    torch.cuda.set_device(args.gpu)\n"
+                "    args.dist_backend = 'nccl'\n"
+                "    torch.distributed.init_process_group(backend=args.dist_backend, init_method='env://')\n",
+                "import os\nimport torch\n\n\ndef init_distributed_mode(args):\n"
+                "    if 'SLURM_PROCID' in os.environ:\n"
+                "        args.gpu = int(os.environ['SLURM_PROCID']) % torch.cuda.device_count()\n"
+                "    else:\n        args.gpu = int(os.environ['LOCAL_RANK'])\n"
+                "    if torch.cuda.is_available():\n        torch.cuda.set_device(args.gpu)\n"
+                "    args.dist_backend = 'nccl' if torch.cuda.is_available() else 'gloo'\n"
+                "    torch.distributed.init_process_group(backend=args.dist_backend, init_method='env://')\n"),
         # SyncBatchNorm: plain batch norms on the CPU
         Example("import torch\nimport torch.nn as nn\n\n\ndef build(rank):\n    model = nn.Sequential(nn.Conv2d(3, 8, 3), "
                 "nn.BatchNorm2d(8))\n    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n    return model\n",
@@ -521,7 +536,8 @@ class CudaOnlyCall(Rule):
             factor = _factor(a, site) if count is None else None
             pinned = _pinned(a, site)
             if (count is not None and count in counted) or (backend is not None and backend in counted) or (
-                    named is not None and named[0] is not site and not unconditional(ctx, named[0], backend)):
+                    named is not None and named[0] is not site
+                    and not unconditional(ctx, named[0], backend, stops_only=True)):
                 continue  # (reported at the binding two calls share; a backend chosen on a condition)
             if not (site.qualname in N.CUDA_ONLY or block or backend is not None or sync_bn is not None
                     or count is not None or factor is not None or pinned is not None or _binds_a_gpu(a, site)) \
@@ -806,16 +822,16 @@ def _block_of(a, line: cst.BaseStatement) -> Tuple[Sequence[cst.BaseStatement], 
 def _nccl_backend(a, site: CallSite):
     """Where a ``torch.distributed.init_process_group`` call names the NCCL backend
     (first argument or ``backend=``), as (the site to judge the fix at, the ``"nccl"``
-    string): the call's own literal, or the one a name holds where it is bound
-    (``BACKEND = "nccl"``); not a conditional, a parameter, nor a mixed
+    string): the call's own literal, or the one a name or an attribute holds where it is
+    bound (``BACKEND = "nccl"``, ``args.dist_backend = 'nccl'``); not a conditional, a parameter, nor a mixed
     ``"cpu:gloo,cuda:nccl"`` (gloo serves the CPU there)."""
     if site.qualname not in N.INIT_PROCESS_GROUP_TORCH or site.has_star_args:
         return None
     arg = site.positional(0) or site.keyword("backend")
     value = arg.value if arg is not None else None
     where = site
-    if isinstance(value, cst.Name):
-        where = held_value(a, site, value.value)
+    if isinstance(value, (cst.Name, cst.Attribute)):  # BACKEND, args.dist_backend (DETR's init_distributed_mode)
+        where = held_device(a, site, value)
         value = where.node if where is not None else None
     if isinstance(value, cst.SimpleString) and str(value.evaluated_value).lower() == "nccl":
         return where, value

@@ -454,3 +454,140 @@ def test_a_launched_trainer_runs_distributed_on_the_cpu_after_a_migration(tmp_pa
     single = subprocess.run([sys.executable, "train_net.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert single.returncode == 0 and single.stdout.startswith("iter 0 loss"), single.stderr
     assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""
+
+
+DETR_MISC = textwrap.dedent("""\
+    \"\"\"DETR's util/misc.py (the shape DeiT, MAE and ConvNeXt copy): the distributed mode
+    from the launcher's environment, the rank's GPU bound, an NCCL backend kept in
+    `args`, and a pickled `all_gather` on "cuda" that pads under an `if` on the data.\"\"\"
+    import os
+    import pickle
+
+    import torch
+    import torch.distributed as dist
+
+
+    def get_world_size():
+        return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+    def all_gather(data):
+        world_size = get_world_size()
+        if world_size == 1:
+            return [data]
+        tensor = torch.ByteTensor(list(pickle.dumps(data))).to("cuda")
+        local_size = torch.tensor([tensor.numel()], device="cuda")
+        size_list = [torch.tensor([0], device="cuda") for _ in range(world_size)]
+        dist.all_gather(size_list, local_size)
+        size_list = [int(size.item()) for size in size_list]
+        max_size = max(size_list)
+        tensor_list = [torch.empty((max_size,), dtype=torch.uint8, device="cuda") for _ in size_list]
+        if local_size != max_size:
+            padding = torch.empty(size=(max_size - local_size,), dtype=torch.uint8, device="cuda")
+            tensor = torch.cat((tensor, padding), dim=0)
+        dist.all_gather(tensor_list, tensor)
+        return [pickle.loads(t.cpu().numpy().tobytes()[:size]) for size, t in zip(size_list, tensor_list)]
+
+
+    def init_distributed_mode(args):
+        if 'RANK' in os.environ and 'WORLD_SIZE' in os.environ:
+            args.rank = int(os.environ["RANK"])
+            args.world_size = int(os.environ['WORLD_SIZE'])
+            args.gpu = int(os.environ['LOCAL_RANK'])
+        elif 'SLURM_PROCID' in os.environ:
+            args.rank = int(os.environ['SLURM_PROCID'])
+            args.gpu = args.rank % torch.cuda.device_count()
+        else:
+            print('Not using distributed mode')
+            args.distributed = False
+            return
+        args.distributed = True
+        torch.cuda.set_device(args.gpu)
+        args.dist_backend = 'nccl'
+        dist.init_process_group(backend=args.dist_backend, init_method='env://',
+                                world_size=args.world_size, rank=args.rank)
+    """)
+
+DETR_MAIN = textwrap.dedent("""\
+    import argparse
+
+    import torch
+    import torch.nn as nn
+
+    import util
+
+
+    def main(args):
+        util.init_distributed_mode(args)
+        device = torch.device(args.device)
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)).to(device)
+        if args.distributed:
+            model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.gpu])
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(getattr(args, "rank", 0))
+        for _ in range(2):
+            x = torch.randn(4, 6, generator=g).to(device)
+            loss = model(x).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        # each rank's predictions, of different lengths: the gather pads
+        preds = model(torch.randn(3 + getattr(args, "rank", 0), 6).to(device)).argmax(-1).tolist()
+        print("gathered", [len(p) for p in util.all_gather(preds)])
+
+
+    if __name__ == '__main__':
+        parser = argparse.ArgumentParser()
+        parser.add_argument('--device', default='cuda', help='device to use for training / testing')
+        main(parser.parse_args())
+    """)
+
+
+def test_a_helper_module_s_distributed_setup_and_gather_run_on_cpu_ranks_after_a_migration(tmp_path):
+    """DETR's shape: the NCCL backend held by `args.dist_backend` (reported where it is
+    set), the padding of `all_gather` under an `if` on the data in a function that is on
+    the GPU otherwise (converted with the rest, not left half done). After the migration
+    the program runs on two gloo ranks on the CPU, with different gathered lengths; under
+    the simulator each rank places what it placed before, on its own GPU (the gathers
+    filled for a world of two)."""
+    import socket
+    import subprocess
+    import sys
+
+    (tmp_path / "util.py").write_text(DETR_MISC)
+    (tmp_path / "main.py").write_text(DETR_MAIN)
+    placed = []
+    for step in ("original", "migrated"):
+        if step == "migrated":
+            r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+            assert "Converted: TDL007 7, TDL008 2" in r.stderr.decode(), r.stderr.decode()
+        for rank in (0, 1):
+            report = tmp_path / f"{step}-{rank}.json"
+            env = {"WORLD_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
+                   "MASTER_PORT": "29999"}
+            sim = cli("sim", "--gpus", "2", "--report", str(report), "main.py", cwd=tmp_path, env_extra=env)
+            mine = 3 + rank  # (every rank is taken to hold this rank's data)
+            assert sim.returncode == 0 and f"gathered [{mine}, {mine}]".encode() in sim.stdout, sim.stderr.decode()
+            data = json.loads(report.read_text())
+            placed.append((data["devices"], [(g["backend"], g["device"]) for g in data["process_groups"]]))
+    assert placed[:2] == placed[2:], placed
+    assert [sorted(p[0]) for p in placed[:2]] == [["cuda:0"], ["cuda:1"]], placed
+    assert [p[1] for p in placed[:2]] == [[("nccl", "cuda:0")], [("nccl", "cuda:1")]], placed
+    text = (tmp_path / "util.py").read_text()
+    for line in ("        padding = torch.empty(size=(max_size - local_size,), dtype=torch.uint8, "
+                 "device=\"cuda\" if torch.cuda.is_available() else \"cpu\")\n",
+                 "    args.dist_backend = 'nccl' if torch.cuda.is_available() else 'gloo'\n"):
+        assert line in text, text
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port, "main.py"]
+    for _ in range(3):  # (the CPU build's gloo now and then aborts a rank as its group is torn down)
+        after = subprocess.run(launch, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        if "terminate called without an active exception" not in after.stderr:
+            break
+    assert after.returncode == 0 and after.stdout.count("gathered [3, 4]") == 2, after.stderr
+    single = subprocess.run([sys.executable, "main.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert single.returncode == 0 and single.stdout == "Not using distributed mode\ngathered [3]\n", single.stderr
+    assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""

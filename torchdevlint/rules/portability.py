@@ -18,7 +18,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -73,11 +73,14 @@ _MODE_TEST = re.compile(r"[\w.]*(?:distributed|launcher)\w*|[\w.]*rank\b|\bdist\
 _MODE_IF_LAUNCHED = re.compile(r"[\w.]*(?:ddp|world_size)\w*", re.I)
 _ENVIRONMENT = re.compile(r"\benviron\b|\bgetenv\b")
 _ASKS_CUDA = re.compile(r"\bcuda\b|device_count|is_available|\bnccl\b", re.I)
+# a question to CUDA in an assignment's value (`use_cuda = args.cuda`, `n = torch.cuda.device_count()`),
+# not a string that names a GPU (`torch.tensor([n], device="cuda")`)
+_QUESTION = re.compile(r"is_available|device_count|\bis_cuda\b|(?<!['\"])\bcuda\b(?!['\"])|\bnccl\b", re.I)
 _DEVICE_WORDS = re.compile(r"cuda|gpu|device|cpu|is_available|mps|xpu|npu|hpu|tpu|accelerat|nccl|backend", re.I)
 
 
 def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: bool = False,
-                  header: bool = False) -> bool:
+                  header: bool = False, data_too: bool = False) -> bool:
     """Whether ``node`` (the call, or the string that names a GPU, at ``site``) needs
     CUDA whatever happens: in a statement line (not a parameter's default, which the
     caller may override) or, ``header``, the whole of a part of a compound statement's
@@ -85,8 +88,8 @@ def unconditional(ctx: Context, site: CallSite, node: cst.CSTNode, stops_only: b
     no condition, in code that never asks for CUDA. ``stops_only``: only a question that
     stops the code without CUDA counts (an assertion, an early exit under ``if not
     ...is_available()``); a flag or a conditional device does not keep a CUDA-only call
-    from raising."""
-    return ((site.line is not None or header) and not chosen_conditionally(ctx, site, node)
+    from raising. ``data_too``: an ``if`` on the data is no condition (``chosen_conditionally``)."""
+    return ((site.line is not None or header) and not chosen_conditionally(ctx, site, node, data_too)
             and not asks_for_cuda(ctx, site, stops_only))
 
 
@@ -225,26 +228,45 @@ def stands_alone(site: CallSite) -> bool:
     return isinstance(stmt, (cst.Assign, cst.AnnAssign, cst.Return)) and stmt.value is site.node
 
 
-def chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode) -> bool:
+def chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode, data_too: bool = False) -> bool:
     """Under an ``if``/``elif``/``else`` or a ``match`` case (``if backend == "nccl": d =
     torch.device("cuda")``), or behind a test in its statement: one side of a conditional
     expression or the right of ``and``/``or`` (``current() or torch.device("cuda")``,
     ``.to("cuda" if gpu else "cpu")``; not their test): the author decided when it
     applies. A script's main guard is where it starts, not a condition, and so is a test
-    of the distributed mode (``mode_test``): both ways run on a CPU machine."""
+    of the distributed mode (``mode_test``): both ways run on a CPU machine. With
+    ``data_too``, so is an ``if`` on the data (``data_test``: ``if local_size !=
+    max_size:``), which a rule asks only where the code around already needs CUDA on no
+    condition (``beside_unconditional``)."""
     a = ctx.analysis
     guard = id(a.devices.main_guard)
-    modes = a.memo.setdefault("mode_tests", {})  # (each `if` read once)
+    kinds = a.memo.setdefault("if_tests", {})  # (each `if` read once)
     for key, part in site.cond:
         if part not in ("body", "orelse", "case") or (key, part) == (guard, "body"):
             continue
-        if part != "case" and key in a.ifs and key not in modes:
-            modes[key] = mode_test(a.text, a.code(a.ifs[key].test))
-        if not modes.get(key, False):
+        if part != "case" and key in a.ifs and key not in kinds:
+            test = a.code(a.ifs[key].test)
+            kinds[key] = "mode" if mode_test(a.text, test) else "data" if data_test(a.text, test) else "choice"
+        kind = kinds.get(key, "choice")
+        if kind == "choice" or (kind == "data" and not data_too):
             return True
     if site.line is None:  # a `with` item: the call is the whole item, in no expression
         return False
     return evaluated(site.line, node) is False
+
+
+def beside_unconditional(a, sites: Sequence[Tuple[CallSite, bool]]) -> Set[int]:
+    """Of ``sites`` (each with whether it needs CUDA on no condition), the functions (by
+    id; the module as 0) that hold one that does: there, a site under an ``if`` on the
+    data is no choice of the author's either (DETR's ``all_gather``: five tensors on
+    ``"cuda"``, and the padding under ``if local_size != max_size:``), and a fix that left
+    it would half convert the function."""
+    found = set()
+    for site, needs in sites:
+        if needs:
+            fn = a.enclosing_function(site.scope)
+            found.add(id(fn.node) if fn is not None else 0)
+    return found
 
 
 def mode_test(text: str, test: str) -> bool:
@@ -261,6 +283,15 @@ def mode_test(text: str, test: str) -> bool:
     if not names and not any(_assigned(text, name, _ENVIRONMENT) for name in launched):
         return False
     return _DEVICE_WORDS.search(test) is None and not any(_assigned(text, n, _ASKS_CUDA) for n in names + launched)
+
+
+def data_test(text: str, test: str) -> bool:
+    """Whether an ``if``'s test (its code) asks about the data, not the device: it names
+    nothing of a device, and nothing it names is assigned, in the module's ``text``, from
+    a question to CUDA (``local_size != max_size`` of ``local_size =
+    torch.tensor([n], device="cuda")``: a tensor on a GPU, not a question)."""
+    return _DEVICE_WORDS.search(test) is None and not any(
+        _assigned(text, name, _QUESTION) for name in re.findall(r"[A-Za-z_][\w.]*", test))
 
 
 def _assigned(text: str, name: str, what: "re.Pattern[str]", depth: int = 0) -> bool:

@@ -13,8 +13,9 @@ from .. import names as N
 from ..analysis import CallSite, compared
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import (Held, LibraryLevel, asks_for_cuda, evaluated, guard_statement, held_device, meant_for_gpus,
-                          stands_alone, string_quote, string_quote_of, torch_for_test, unconditional)
+from .portability import (Held, LibraryLevel, asks_for_cuda, beside_unconditional, evaluated, guard_statement,
+                          held_device, meant_for_gpus, stands_alone, string_quote, string_quote_of, torch_for_test,
+                          unconditional)
 
 
 class HardcodedGpuDevice(Rule):
@@ -79,7 +80,10 @@ class HardcodedGpuDevice(Rule):
         GPU too, `if ngpus > 1: ... DataParallel(model).cuda()` `else: model.cuda()`, as
         pytorch-yolo2's script has them after its `CUDA_VISIBLE_DEVICES`; an `if` that tests
         the distributed mode, `if args.distributed:`, `if local_rank == 0:`, is no condition
-        either: a launcher runs either way on a CPU machine), in code that never asks whether CUDA
+        either: a launcher runs either way on a CPU machine; nor, in a function that names
+        a GPU on no condition elsewhere, is an `if` on the data, `if local_size !=
+        max_size:` in DETR's `all_gather`, which a fix would otherwise leave half
+        converted), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
         in the module for module-level code, or in an `if` around it; a
         `range(torch.cuda.device_count())` that lists the GPUs for `DataParallel` asks
@@ -219,6 +223,10 @@ class HardcodedGpuDevice(Rule):
         "        x = x.cuda()\n    return x\n",
         "import os\nimport torch\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\ndef f(x, big):\n    if big:\n"
         "        x = x.cuda()\n    else:\n        x = x.float()\n    return x\n",
+        # an `if` on the data in a function that names no GPU on no condition: the
+        # author's choice, as far as this function shows
+        "import torch\ndef pad(local_size, max_size):\n    if local_size != max_size:\n"
+        "        return torch.empty(max_size - local_size, dtype=torch.uint8, device='cuda')\n",
         # a string a name holds, chosen on a condition, or never used as a device
         "import torch\nif torch.cuda.is_available():\n    device = 'cuda'\nelse:\n    device = 'cpu'\n"
         "x = torch.zeros(1).to(device)\n",
@@ -521,6 +529,26 @@ class HardcodedGpuDevice(Rule):
                 "nargs='+',\n"
                 "                    help='GPUs to use [-1 CPU only] (default: -1)')\n"
                 "args = parser.parse_args()\nprint(args.gpu_ids)\n"),
+        # DETR's pickled `all_gather`: the padding under an `if` on the data is no choice
+        # of the author's where the rest of the function is on the GPU (not half converted)
+        Example("import torch\n\n\ndef gather_sizes(tensor, max_size):\n"
+                "    local_size = torch.tensor([tensor.numel()], device='cuda')\n"
+                "    if local_size != max_size:\n"
+                "        padding = torch.empty(size=(max_size - local_size,), dtype=torch.uint8, device='cuda')\n"
+                "        tensor = torch.cat((tensor, padding), dim=0)\n    return tensor\n",
+                "import torch\n\n\ndef gather_sizes(tensor, max_size):\n"
+                "    local_size = torch.tensor([tensor.numel()], device='cuda' if torch.cuda.is_available() "
+                "else 'cpu')\n"
+                "    if local_size != max_size:\n"
+                "        padding = torch.empty(size=(max_size - local_size,), dtype=torch.uint8, "
+                "device='cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "        tensor = torch.cat((tensor, padding), dim=0)\n    return tensor\n"),
+        # ... but an `if` on a device flag stays the author's choice there
+        Example("import torch\n\n\ndef f(x, flag):\n    y = torch.zeros(1, device='cuda')\n    if flag.use_gpu:\n"
+                "        x = x.to('cuda')\n    return x, y\n",
+                "import torch\n\n\ndef f(x, flag):\n"
+                "    y = torch.zeros(1, device='cuda' if torch.cuda.is_available() else 'cpu')\n    if flag.use_gpu:\n"
+                "        x = x.to('cuda')\n    return x, y\n"),
         # a checkpoint restored onto a GPU
         Example("import torch\n\n\ndef resume(model, path):\n"
                 "    model.load_state_dict(torch.load(path, map_location='cuda:0'))\n",
@@ -561,12 +589,13 @@ class HardcodedGpuDevice(Rule):
         a = ctx.analysis
         devices = a.devices
         rank_independent = {node for _, node, _ in devices.fixed_placements}  # TDL003's (its fix comes first)
-        for site, node, rewrite in _gpu_choices(a):
-            if node in rank_independent:
-                continue
-            if not unconditional(ctx, site, node, header=rewrite.kind == "default") and not (
-                    rewrite.kind == "bound" and site.line is not None and evaluated(site.line, node) is not False
-                    and _runs_as_written(a, site) and not asks_for_cuda(ctx, site, stops_only=False)):
+        choices = [(site, node, rewrite) for site, node, rewrite in _gpu_choices(a) if node not in rank_independent]
+        needed = [self._needs_cuda(ctx, site, node, rewrite) for site, node, rewrite in choices]
+        beside = beside_unconditional(a, [(site, needs) for (site, _, _), needs in zip(choices, needed)])
+        for (site, node, rewrite), needs in zip(choices, needed):
+            fn = a.enclosing_function(site.scope)
+            if not needs and not ((id(fn.node) if fn is not None else 0) in beside
+                                  and self._needs_cuda(ctx, site, node, rewrite, data_too=True)):
                 continue
             a_fix = self._fix(ctx, site, node, rewrite)
             method = isinstance(node, cst.Call) and not isinstance(site, Held) and site.method == "cuda"  # `.cuda(0)`
@@ -593,6 +622,17 @@ class HardcodedGpuDevice(Rule):
             yield ctx.violation(
                 node, f"`{shown}` {what} this code cannot run where CUDA is not available",
                 ctx.guarded(a_fix))
+
+    @staticmethod
+    def _needs_cuda(ctx: Context, site: CallSite, node: cst.CSTNode, rewrite: "_Rewrite",
+                    data_too: bool = False) -> bool:
+        """Whether the GPU named at ``site`` is needed on no condition (``unconditional``;
+        ``data_too``: an ``if`` on the data is none either), or is a binding's bare
+        ``.cuda()`` in code that runs as written."""
+        a = ctx.analysis
+        return unconditional(ctx, site, node, header=rewrite.kind == "default", data_too=data_too) or (
+            rewrite.kind == "bound" and site.line is not None and evaluated(site.line, node) is not False
+            and _runs_as_written(a, site) and not asks_for_cuda(ctx, site, stops_only=False))
 
     def _fix(self, ctx: Context, site: CallSite, node: cst.CSTNode, rewrite: "_Rewrite") -> Fix:
         a = ctx.analysis

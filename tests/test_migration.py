@@ -591,3 +591,53 @@ def test_a_helper_module_s_distributed_setup_and_gather_run_on_cpu_ranks_after_a
     single = subprocess.run([sys.executable, "main.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert single.returncode == 0 and single.stdout == "Not using distributed mode\ngathered [3]\n", single.stderr
     assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""
+
+
+def test_statements_guarded_in_a_row_share_one_block():
+    """Each CUDA-only statement a migration guards gets `if torch.cuda.is_available():`;
+    consecutive ones share the first's block (one question, read as one step), not
+    across a comment or another statement. A statement of several lines keeps its
+    continuation lines under it, one level deeper, unless a line break is inside a
+    string (indenting it would change the string)."""
+    from torchdevlint.settings import Settings
+
+    source = textwrap.dedent("""\
+        import torch
+
+
+        def wait(rank):
+            torch.cuda.synchronize()
+            torch.cuda.synchronize(rank)
+            torch.cuda.synchronize()
+            # then
+            torch.cuda.synchronize()
+            torch.cuda.synchronize(
+                rank)  # the rank's
+            x = rank
+            torch.cuda.synchronize(int('''
+        0'''))
+            return x
+        """)
+    settings = Settings(extend_select=("TDL008",))
+    out = fixed(source, settings=settings)
+    assert out == textwrap.dedent("""\
+        import torch
+
+
+        def wait(rank):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+                torch.cuda.synchronize(rank)
+                torch.cuda.synchronize()
+            # then
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+                torch.cuda.synchronize(
+                    rank)  # the rank's
+            x = rank
+            if torch.cuda.is_available():
+                torch.cuda.synchronize(int('''
+        0'''))
+            return x
+        """), out
+    assert fixed(out, settings=settings) == out

@@ -244,7 +244,7 @@ def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
         if not chosen:
             outcome.remaining = found
             break
-        edits = sorted({e for v in chosen for e in v.fix.edits})  # identical edits merge
+        edits = _shared_guards(sorted({e for v in chosen for e in v.fix.edits}))  # identical edits merge
         problem = misplaced(text, chosen)
         if problem is None:
             new_text, regions = apply_edits_mapped(text, edits)
@@ -272,6 +272,29 @@ def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
             text = original
     outcome.text = text if text != original else original
     return outcome
+
+
+_GUARD = re.compile(r"if ([\w.]+\.cuda\.is_available\(\)):(\r?\n)([ \t]*)")
+
+
+def _shared_guards(edits: List[Edit]) -> List[Edit]:
+    """Statements in a row that fixes each put under ``if torch.cuda.is_available():``
+    (``guard_statement``: TDL008's ``set_device(args.gpu)``, then TDL007's
+    ``model.cuda(args.gpu)``) share the first one's block: each next one is only indented
+    under it. Sorted edits in; the same edits out, but for those."""
+    out = list(edits)
+    header, row, column = None, -1, -1  # the block being extended: its test, last row, column
+    for i, e in enumerate(out):
+        m = _GUARD.match(e.content)
+        if m is None:
+            header = None
+            continue
+        if m.group(1) == header and e.start == (row + 1, column):
+            out[i] = dataclasses.replace(e, content=m.group(3)[column:] + e.content[m.end():])
+        else:
+            header, column = m.group(1), e.start[1]
+        row = e.end[0]
+    return out
 
 
 def _choose(found: List[Violation], text: str, unsafe: bool) -> List[Violation]:

@@ -215,7 +215,27 @@ def guard_statement(ctx: Context, line: cst.SimpleStatementLine, torch: str) -> 
     text = a.lines[a.first_line(line) - 1]
     indent = text[:len(text) - len(text.lstrip())]
     unit = "\t" if "\t" in indent else "    "
-    return ctx.replace(stmt, f"if {torch}.cuda.is_available():{a.module.default_newline}{indent}{unit}{a.code(stmt)}")
+    body = _indented(ctx, stmt, unit) or a.code(stmt)
+    return ctx.replace(stmt, f"if {torch}.cuda.is_available():{a.module.default_newline}{indent}{unit}{body}")
+
+
+def _indented(ctx: Context, stmt: cst.CSTNode, unit: str) -> Optional[str]:
+    """A statement of several lines as written, its continuation lines indented one
+    ``unit`` more, to stand in a block of its own (LibCST writes them without the
+    indentation of the block around); None for one line, or where a line break is inside
+    a string (indenting that line would change the string)."""
+    (first, column), (last, end) = ctx.start(stmt), ctx.end(stmt)
+    if first == last:
+        return None
+    lines = ctx.analysis.lines[first - 1:last]
+    written = ctx.analysis.module.default_newline.join([lines[0][column:]] + lines[1:-1] + [lines[-1][:end]])
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(written).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return None
+    if any(t.start[0] != t.end[0] and t.type not in (tokenize.NL, tokenize.NEWLINE) for t in tokens):
+        return None  # (a string, or an f-string's part, across lines)
+    return re.sub(r"(\r?\n)(?=[^\r\n])", lambda m: m.group(1) + unit, written)
 
 
 def stands_alone(site: CallSite) -> bool:

@@ -593,6 +593,243 @@ def test_a_helper_module_s_distributed_setup_and_gather_run_on_cpu_ranks_after_a
     assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""
 
 
+IMAGENET_TRAINER = textwrap.dedent("""\
+    \"\"\"pytorch/examples' ImageNet trainer (2020; MoCo, SimSiam and their forks keep its
+    plumbing): `--gpu`, one process per GPU with `--multiprocessing-distributed`
+    (`mp.spawn(nprocs=ngpus_per_node)`, the process index as `args.gpu`), the backend an
+    option's default, `if args.gpu is not None:` around the rank's device, a checkpoint
+    mapped to `"cuda:{}".format(args.gpu)`.\"\"\"
+    import argparse
+    import os
+    import random
+    import shutil
+    import time
+    import warnings
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.parallel
+    import torch.backends.cudnn as cudnn
+    import torch.distributed as dist
+    import torch.optim
+    import torch.multiprocessing as mp
+    import torch.utils.data
+    import torch.utils.data.distributed
+
+    parser = argparse.ArgumentParser(description="PyTorch ImageNet Training")
+    parser.add_argument("--epochs", default=1, type=int)
+    parser.add_argument("-b", "--batch-size", default=8, type=int)
+    parser.add_argument("--lr", default=0.1, type=float)
+    parser.add_argument("--resume", default="", type=str)
+    parser.add_argument("--world-size", default=-1, type=int)
+    parser.add_argument("--rank", default=-1, type=int)
+    parser.add_argument("--dist-url", default="tcp://127.0.0.1:23456", type=str)
+    parser.add_argument("--dist-backend", default="nccl", type=str)
+    parser.add_argument("--seed", default=None, type=int)
+    parser.add_argument("--gpu", default=None, type=int, help="GPU id to use.")
+    parser.add_argument("--multiprocessing-distributed", action="store_true")
+
+    best_acc1 = 0
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super(Net, self).__init__()
+            self.features = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+            self.fc = nn.Linear(4, 10)
+
+        def forward(self, x):
+            return self.fc(torch.flatten(self.features(x), 1))
+
+
+    class FakeImages(torch.utils.data.Dataset):
+        def __len__(self):
+            return 32
+
+        def __getitem__(self, i):
+            return torch.randn(3, 8, 8), i % 10
+
+
+    def main():
+        args = parser.parse_args()
+
+        if args.seed is not None:
+            random.seed(args.seed)
+            torch.manual_seed(args.seed)
+            cudnn.deterministic = True
+
+        if args.gpu is not None:
+            warnings.warn("You have chosen a specific GPU. This will completely disable data parallelism.")
+
+        if args.dist_url == "env://" and args.world_size == -1:
+            args.world_size = int(os.environ["WORLD_SIZE"])
+
+        args.distributed = args.world_size > 1 or args.multiprocessing_distributed
+
+        ngpus_per_node = torch.cuda.device_count()
+        if args.multiprocessing_distributed:
+            args.world_size = ngpus_per_node * args.world_size
+            mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))
+        else:
+            main_worker(args.gpu, ngpus_per_node, args)
+
+
+    def main_worker(gpu, ngpus_per_node, args):
+        global best_acc1
+        args.gpu = gpu
+
+        if args.gpu is not None:
+            print("Use GPU: {} for training".format(args.gpu))
+
+        if args.distributed:
+            if args.dist_url == "env://" and args.rank == -1:
+                args.rank = int(os.environ["RANK"])
+            if args.multiprocessing_distributed:
+                args.rank = args.rank * ngpus_per_node + gpu
+            dist.init_process_group(backend=args.dist_backend, init_method=args.dist_url,
+                                    world_size=args.world_size, rank=args.rank)
+        model = Net()
+
+        if args.distributed:
+            if args.gpu is not None:
+                torch.cuda.set_device(args.gpu)
+                model.cuda(args.gpu)
+                args.batch_size = int(args.batch_size / ngpus_per_node)
+                model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.gpu])
+            else:
+                model.cuda()
+                model = torch.nn.parallel.DistributedDataParallel(model)
+        elif args.gpu is not None:
+            torch.cuda.set_device(args.gpu)
+            model = model.cuda(args.gpu)
+        else:
+            model = torch.nn.DataParallel(model).cuda()
+
+        criterion = nn.CrossEntropyLoss().cuda(args.gpu)
+        optimizer = torch.optim.SGD(model.parameters(), args.lr, momentum=0.9)
+
+        if args.resume:
+            if os.path.isfile(args.resume):
+                print("=> loading checkpoint '{}'".format(args.resume))
+                if args.gpu is None:
+                    checkpoint = torch.load(args.resume)
+                else:
+                    loc = "cuda:{}".format(args.gpu)
+                    checkpoint = torch.load(args.resume, map_location=loc)
+                args.start_epoch = checkpoint["epoch"]
+                best_acc1 = checkpoint["best_acc1"]
+                if args.gpu is not None:
+                    best_acc1 = best_acc1.to(args.gpu)
+                model.load_state_dict(checkpoint["state_dict"])
+                optimizer.load_state_dict(checkpoint["optimizer"])
+
+        cudnn.benchmark = True
+
+        train_dataset = FakeImages()
+        if args.distributed:
+            train_sampler = torch.utils.data.distributed.DistributedSampler(train_dataset)
+        else:
+            train_sampler = None
+        train_loader = torch.utils.data.DataLoader(
+            train_dataset, batch_size=args.batch_size, shuffle=(train_sampler is None),
+            num_workers=0, pin_memory=True, sampler=train_sampler)
+
+        for epoch in range(args.epochs):
+            if args.distributed:
+                train_sampler.set_epoch(epoch)
+            acc1 = train(train_loader, model, criterion, optimizer, epoch, args)
+            is_best = acc1 > best_acc1
+            best_acc1 = max(acc1, best_acc1)
+            if not args.multiprocessing_distributed or (args.multiprocessing_distributed and args.rank % ngpus_per_node == 0):
+                save_checkpoint({"epoch": epoch + 1, "state_dict": model.state_dict(), "best_acc1": best_acc1,
+                                 "optimizer": optimizer.state_dict()}, is_best)
+
+
+    def train(train_loader, model, criterion, optimizer, epoch, args):
+        model.train()
+        correct = torch.zeros(())
+        for i, (images, target) in enumerate(train_loader):
+            if args.gpu is not None:
+                images = images.cuda(args.gpu, non_blocking=True)
+            if torch.cuda.is_available():
+                target = target.cuda(args.gpu, non_blocking=True)
+            output = model(images)
+            loss = criterion(output, target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            correct += (output.argmax(1) == target).sum().cpu()
+        print("epoch", epoch, "loss", loss.item())
+        return correct / 32
+
+
+    def save_checkpoint(state, is_best, filename="checkpoint.pth.tar"):
+        torch.save(state, filename)
+        if is_best:
+            shutil.copyfile(filename, "model_best.pth.tar")
+
+
+    if __name__ == "__main__":
+        main()
+    """)
+
+
+def test_a_spawned_trainer_runs_its_processes_on_the_cpu_after_a_migration(tmp_path):
+    """Before, on a CPU machine the spawned path started no process (no GPU, none per
+    GPU) and the plain one crashed. `args.gpu` holds the index `mp.spawn` hands each
+    process, so `if args.gpu is not None:` is a rank test, not a device choice: its
+    set_device and `.cuda(args.gpu)` share one CUDA guard, the option's NCCL default
+    falls back to gloo, and the location map to the CPU. After the migration both paths
+    train on the CPU (and resume); under the simulator each spawned process places what
+    it placed before, on its own GPU."""
+    import socket
+    import subprocess
+    import sys
+
+    script = tmp_path / "main.py"
+    script.write_text(IMAGENET_TRAINER)
+
+    def port() -> str:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+    def spawned(*more: str):
+        return ["main.py", "--seed", "0", "--world-size", "1", "--rank", "0", "--multiprocessing-distributed",
+                "--dist-url", port(), *more]
+
+    def run(args):
+        return subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    plain, flagged = run(["main.py"]), run(spawned())
+    assert plain.returncode != 0 and "CUDA" in plain.stderr, plain.stderr
+    assert flagged.returncode == 0 and "epoch" not in flagged.stdout, flagged.stdout  # no process started
+    placed = []
+    for step in ("original", "migrated"):
+        if step == "migrated":
+            r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+            assert "Converted: TDL006 1, TDL007 8, TDL008 4, TDL201 1" in r.stderr.decode(), r.stderr.decode()
+        report = tmp_path / f"{step}.json"
+        sim = cli("sim", "--gpus", "2", "--report", str(report), *spawned(), cwd=tmp_path)
+        assert sim.returncode == 0, sim.stderr.decode()
+        placed.append([(c["devices"], [(g["backend"], g["device"]) for g in c["process_groups"]])
+                       for c in json.loads(report.read_text())["children"]])
+    assert placed[0] == placed[1], placed
+    assert sorted(sorted(devices) for devices, _ in placed[0]) == [["cuda:0"], ["cuda:1"]], placed
+    text = script.read_text()
+    for line in ("            if torch.cuda.is_available():\n                torch.cuda.set_device(args.gpu)\n"
+                 "                model.cuda(args.gpu)\n",
+                 'parser.add_argument("--dist-backend", default="nccl" if torch.cuda.is_available() else "gloo", ',
+                 '                loc = "cuda:{}".format(args.gpu) if torch.cuda.is_available() else "cpu"\n'):
+        assert line in text, text
+    for args in (["main.py"], ["main.py", "--resume", "checkpoint.pth.tar"], spawned(),
+                 spawned("--resume", "checkpoint.pth.tar")):
+        after = run(args)
+        assert after.returncode == 0 and "epoch 0 loss" in after.stdout, (args, after.stderr)
+    assert "=> loading checkpoint" in after.stdout
+    assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""
+
+
 def test_statements_guarded_in_a_row_share_one_block():
     """Each CUDA-only statement a migration guards gets `if torch.cuda.is_available():`;
     consecutive ones share the first's block (one question, read as one step), not

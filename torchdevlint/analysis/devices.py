@@ -122,7 +122,7 @@ class DeviceFacts:
         if owner not in self.per_process:
             return None
         roots = [root for root, reach in self._reach_of.items() if owner in reach]
-        if len(roots) != 1 or roots[0] not in self._index_targets:
+        if len(roots) != 1 or roots[0] not in self.index_targets:
             return None
         fn = self.a.functions.get(roots[0])
         if fn is None or fn.klass is not None or not fn.params or not isinstance(fn.node, cst.FunctionDef):
@@ -130,7 +130,7 @@ class DeviceFacts:
         return fn
 
     @cached_property
-    def _index_targets(self) -> Set[object]:
+    def index_targets(self) -> Set[object]:
         """Functions handed to a launcher that calls them with the process index first."""
         out: Set[object] = set()
         for site in self.a.calls:

@@ -18,7 +18,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -206,6 +206,27 @@ def held_attribute(a, site: CallSite, attribute: cst.Attribute) -> Optional[Held
     return Held(value, scope, order, line, cond, f"{base.value}.{attr}")
 
 
+def option_site(a, dest: str) -> Optional[CallSite]:
+    """The ``add_argument`` call of this file that declares the command-line option
+    ``args.<dest>`` holds (``--dist-backend``, ``--gpu_ids``, or ``dest=``), or None."""
+    for site in a.calls:
+        if site.method != "add_argument" or site.has_star_args:
+            continue
+        given = site.keyword("dest")
+        if any(name.lstrip("-").replace("-", "_") == dest
+               for name in option_strings(site, [given.value] if given is not None else None)):
+            return site
+    return None
+
+
+def option_strings(site: CallSite, values: Optional[List[cst.BaseExpression]] = None) -> List[str]:
+    """The strings among ``values`` (default: an ``add_argument``'s positional arguments,
+    its option strings) that are string literals."""
+    values = [arg.value for arg in site.node.args if arg.keyword is None] if values is None else values
+    found = [v.evaluated_value for v in values if isinstance(v, cst.SimpleString)]
+    return [n for n in found if isinstance(n, str)]
+
+
 def guard_statement(ctx: Context, line: cst.SimpleStatementLine, torch: str) -> Edit:
     """The edit that runs the one statement of ``line`` only when CUDA is available
     (``if torch.cuda.is_available():`` above it, indented by the file's own unit; a
@@ -266,13 +287,32 @@ def chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode, data_t
             continue
         if part != "case" and key in a.ifs and key not in kinds:
             test = a.code(a.ifs[key].test)
-            kinds[key] = "mode" if mode_test(a.text, test) else "data" if data_test(a.text, test) else "choice"
+            kinds[key] = ("mode" if mode_test(a.text, test, spawn_ranks(a)) else "data" if data_test(a.text, test)
+                          else "choice")
         kind = kinds.get(key, "choice")
         if kind == "choice" or (kind == "data" and not data_too):
             return True
     if site.line is None:  # a `with` item: the call is the whole item, in no expression
         return False
     return evaluated(site.line, node) is False
+
+
+def spawn_ranks(a) -> FrozenSet[str]:
+    """The names that hold the process index ``mp.spawn`` (or ``start_processes``) hands
+    its target: the target's first parameter, and what the target assigns it to
+    (``args.gpu = gpu``), by name across the module."""
+    found = a.memo.get("spawn_ranks")
+    if found is None:
+        names = set()
+        for node in a.devices.index_targets:
+            fn = a.functions.get(node)
+            if fn is not None and fn.params:
+                index = fn.params[0]
+                names.add(index)
+                names.update(re.findall(rf"(?m)^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*{re.escape(index)}[ \t]*$",
+                                        a.code(fn.node)))
+        found = a.memo["spawn_ranks"] = frozenset(names)
+    return found
 
 
 def beside_unconditional(a, sites: Sequence[Tuple[CallSite, bool]]) -> Set[int]:
@@ -289,7 +329,7 @@ def beside_unconditional(a, sites: Sequence[Tuple[CallSite, bool]]) -> Set[int]:
     return found
 
 
-def mode_test(text: str, test: str) -> bool:
+def mode_test(text: str, test: str, ranks: FrozenSet[str] = frozenset()) -> bool:
     """Whether an ``if``'s test (its code) picks how the program is distributed, not
     whether it has a GPU: it names a rank or the distributed mode (or a name the
     launcher's environment sets), nothing of a device, and what it names is not assigned,
@@ -297,12 +337,18 @@ def mode_test(text: str, test: str) -> bool:
     torch.cuda.device_count() > 1``, or through a name so assigned). maskrcnn-benchmark's
     trainer: ``set_device(args.local_rank)`` and an NCCL group under ``if
     args.distributed:`` (``num_gpus > 1`` of the launcher's ``WORLD_SIZE``), which a
-    launcher on a CPU machine runs."""
+    launcher on a CPU machine runs. ``ranks``: names that hold the index ``mp.spawn``
+    hands its processes (``spawn_ranks``), a rank whatever they are called: the
+    ImageNet trainer's ``if args.gpu is not None:`` after ``args.gpu = gpu``."""
+    spawned = [name for name in re.findall(r"[A-Za-z_][\w.]*", test) if name in ranks]
+    if spawned:  # (a rank's name says nothing of a device: `args.gpu` of `args.gpu = gpu`)
+        test = re.sub(rf"(?<![\w.])(?:{'|'.join(map(re.escape, spawned))})(?![\w.])", "_", test)
     names = [m.group(0) for m in _MODE_TEST.finditer(test)]
     launched = [m.group(0) for m in _MODE_IF_LAUNCHED.finditer(test)]
-    if not names and not any(_assigned(text, name, _ENVIRONMENT) for name in launched):
+    if not names and not spawned and not any(_assigned(text, name, _ENVIRONMENT) for name in launched):
         return False
-    return _DEVICE_WORDS.search(test) is None and not any(_assigned(text, n, _ASKS_CUDA) for n in names + launched)
+    return _DEVICE_WORDS.search(test) is None and not any(
+        _assigned(text, n, _ASKS_CUDA, unless=_ENVIRONMENT) for n in names + launched)
 
 
 def data_test(text: str, test: str) -> bool:
@@ -314,12 +360,18 @@ def data_test(text: str, test: str) -> bool:
         _assigned(text, name, _QUESTION) for name in re.findall(r"[A-Za-z_][\w.]*", test))
 
 
-def _assigned(text: str, name: str, what: "re.Pattern[str]", depth: int = 0) -> bool:
+def _assigned(text: str, name: str, what: "re.Pattern[str]", depth: int = 0,
+              unless: "Optional[re.Pattern[str]]" = None) -> bool:
     """Whether an assignment of ``name`` in ``text`` has ``what`` in its value, itself or
-    through a name it reads (two deep)."""
-    for value in re.findall(rf"^[ \t]*{re.escape(name)}[ \t]*=(?!=)([^\n]*)", text, re.M):
+    through a name it reads (two deep); with ``unless``, not through a name one of whose
+    assignments has that in its value (a world size the launcher's environment gives,
+    though a script also multiplies it by the GPU count: MoCo's ``args.world_size``)."""
+    values = re.findall(rf"^[ \t]*{re.escape(name)}[ \t]*=(?!=)([^\n]*)", text, re.M)
+    if unless is not None and any(unless.search(value) for value in values):
+        return False
+    for value in values:
         if what.search(value) or (depth < 2 and any(
-                _assigned(text, word, what, depth + 1)
+                _assigned(text, word, what, depth + 1, unless)
                 for word in re.findall(r"[A-Za-z_][\w.]*", value) if word != name)):
             return True
     return False

@@ -14,8 +14,8 @@ from ..analysis import CallSite, compared
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import (Held, LibraryLevel, asks_for_cuda, beside_unconditional, evaluated, guard_statement,
-                          held_device, meant_for_gpus, stands_alone, string_quote, string_quote_of, torch_for_test,
-                          unconditional)
+                          held_device, meant_for_gpus, option_site, option_strings, stands_alone, string_quote,
+                          string_quote_of, torch_for_test, unconditional)
 
 
 class HardcodedGpuDevice(Rule):
@@ -79,11 +79,12 @@ class HardcodedGpuDevice(Rule):
         `if use_cuda:` after `use_cuda = True`, or a test whose other branch places on a
         GPU too, `if ngpus > 1: ... DataParallel(model).cuda()` `else: model.cuda()`, as
         pytorch-yolo2's script has them after its `CUDA_VISIBLE_DEVICES`; an `if` that tests
-        the distributed mode, `if args.distributed:`, `if local_rank == 0:`, is no condition
-        either: a launcher runs either way on a CPU machine; nor, in a function that names
-        a GPU on no condition elsewhere, is an `if` on the data, `if local_size !=
-        max_size:` in DETR's `all_gather`, which a fix would otherwise leave half
-        converted), in code that never asks whether CUDA
+        the distributed mode, `if args.distributed:`, `if local_rank == 0:`, or a spawned
+        process's index, `if args.gpu is not None:` after `args.gpu = gpu` in an `mp.spawn`
+        target (the ImageNet trainer's), is no condition either: a launcher runs either
+        way on a CPU machine; nor, in a function that names a GPU on no condition
+        elsewhere, is an `if` on the data, `if local_size != max_size:` in DETR's
+        `all_gather`, which a fix would otherwise leave half converted), in code that never asks whether CUDA
         is there (no `torch.cuda.is_available()` or `device_count()` in its function, or
         in the module for module-level code, or in an `if` around it; a
         `range(torch.cuda.device_count())` that lists the GPUs for `DataParallel` asks
@@ -227,6 +228,9 @@ class HardcodedGpuDevice(Rule):
         # author's choice, as far as this function shows
         "import torch\ndef pad(local_size, max_size):\n    if local_size != max_size:\n"
         "        return torch.empty(max_size - local_size, dtype=torch.uint8, device='cuda')\n",
+        # `if args.gpu is not None:` where `args.gpu` is the user's option, not a spawned index
+        "import torch\ndef main_worker(model, args):\n    if args.gpu is not None:\n"
+        "        model.cuda(args.gpu)\n    return model\n",
         # a string a name holds, chosen on a condition, or never used as a device
         "import torch\nif torch.cuda.is_available():\n    device = 'cuda'\nelse:\n    device = 'cpu'\n"
         "x = torch.zeros(1).to(device)\n",
@@ -549,6 +553,12 @@ class HardcodedGpuDevice(Rule):
                 "import torch\n\n\ndef f(x, flag):\n"
                 "    y = torch.zeros(1, device='cuda' if torch.cuda.is_available() else 'cpu')\n    if flag.use_gpu:\n"
                 "        x = x.to('cuda')\n    return x, y\n"),
+        # a location built at run time, held by a name (the ImageNet trainer's resume)
+        Example("import torch\n\n\ndef resume(model, path, args):\n    loc = 'cuda:{}'.format(args.gpu)\n"
+                "    model.load_state_dict(torch.load(path, map_location=loc))\n",
+                "import torch\n\n\ndef resume(model, path, args):\n"
+                "    loc = 'cuda:{}'.format(args.gpu) if torch.cuda.is_available() else \"cpu\"\n"
+                "    model.load_state_dict(torch.load(path, map_location=loc))\n"),
         # a checkpoint restored onto a GPU
         Example("import torch\n\n\ndef resume(model, path):\n"
                 "    model.load_state_dict(torch.load(path, map_location='cuda:0'))\n",
@@ -1116,16 +1126,8 @@ def _cpu_value(site: CallSite, default: cst.BaseExpression) -> Optional[str]:
 def _option_name(site: CallSite) -> Optional[str]:
     """The longest of an ``add_argument``'s option strings (``--gpu_ids`` of ``-g``,
     ``--gpu_ids``), or None."""
-    names = _option_strings(site)
+    names = option_strings(site)
     return max(names, key=len) if names else None
-
-
-def _option_strings(site: CallSite, values: Optional[List[cst.BaseExpression]] = None) -> List[str]:
-    """The strings among ``values`` (default: an ``add_argument``'s positional arguments,
-    its option strings) that are string literals."""
-    values = [arg.value for arg in site.node.args if arg.keyword is None] if values is None else values
-    found = [v.evaluated_value for v in values if isinstance(v, cst.SimpleString)]
-    return [n for n in found if isinstance(n, str)]
 
 
 def _cpu_text(value: cst.BaseExpression) -> bool:
@@ -1137,23 +1139,17 @@ def _option_default(a, dest: str) -> Optional[bool]:
     parser declares it as a flag: ``action="store_true"`` (False) or ``"store_false"``
     (True) unless an explicit ``default=True``/``False`` says otherwise, an option with
     ``default=True``/``False``, or with no default (None: false); else None."""
-    for site in a.calls:
-        if site.method != "add_argument" or site.has_star_args:
-            continue
-        given = site.keyword("dest")
-        names = [given.value] if given is not None else None
-        if not any(isinstance(n, str) and n.lstrip("-").replace("-", "_") == dest
-                   for n in _option_strings(site, names)):
-            continue
-        action, default = site.keyword("action"), site.keyword("default")
-        given = (({"True": True, "False": False}.get(default.value.value) if isinstance(default.value, cst.Name)
-                  else None) if default is not None else None)
-        if action is not None:
-            kind = action.value.evaluated_value if isinstance(action.value, cst.SimpleString) else None
-            implied = {"store_true": False, "store_false": True}.get(kind)  # type: ignore[arg-type]
-            return implied if default is None else (given if implied is not None else None)
-        return False if default is None else given
-    return None
+    site = option_site(a, dest)
+    if site is None:
+        return None
+    action, default = site.keyword("action"), site.keyword("default")
+    given = (({"True": True, "False": False}.get(default.value.value) if isinstance(default.value, cst.Name)
+              else None) if default is not None else None)
+    if action is not None:
+        kind = action.value.evaluated_value if isinstance(action.value, cst.SimpleString) else None
+        implied = {"store_true": False, "store_false": True}.get(kind)  # type: ignore[arg-type]
+        return implied if default is None else (given if implied is not None else None)
+    return False if default is None else given
 
 
 def _gpu_argument(site: CallSite) -> bool:
@@ -1212,13 +1208,16 @@ def _branch_devices(a, site: CallSite, value: cst.BaseExpression,
 
 def _held_devices(a, held: Held, location: bool) -> List[Tuple[Held, cst.CSTNode, "_Rewrite"]]:
     """What a name used as a device holds, where it is bound (once for every use): a GPU
-    string literal (``device = "cuda:0"``), a choice on a flag (``_flag_choice``: ``device
+    string literal (``device = "cuda:0"``) or one built at run time (``loc =
+    "cuda:{}".format(args.gpu)``), a choice on a flag (``_flag_choice``: ``device
     = "cpu" if args.cpu else "cuda"``), or, used as a load's ``location``, a location
     map's GPU values (``map_location = {"cuda:0": "cuda:%d" % rank}``, the DDP tutorial)."""
     value = held.node
     if location and isinstance(value, cst.Dict):
         return [(held, e.value, _Rewrite("expression", quote=string_quote_of(e.value) or '"'))
                 for e in value.elements if isinstance(e, cst.DictElement) and _gpu_string(e.value)]
+    if _gpu_string(value):  # loc = 'cuda:{}'.format(args.gpu) (the ImageNet trainer's map_location)
+        return [(held, value, _Rewrite("expression", quote=string_quote_of(value) or '"'))]
     text = _cuda_text(value)
     flag = _flag_choice(a, value) if isinstance(value, cst.IfExp) else None
     if text is None and flag is None:

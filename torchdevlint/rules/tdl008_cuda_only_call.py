@@ -12,8 +12,8 @@ from .. import names as N
 from ..analysis import CallSite, walk
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import (chosen_conditionally, evaluated, guard_statement, held_device, meant_for_gpus, stands_alone,
-                          string_quote, torch_for_test, unconditional)
+from .portability import (chosen_conditionally, evaluated, guard_statement, held_device, meant_for_gpus, option_site,
+                          stands_alone, string_quote, torch_for_test, unconditional)
 
 
 # besides ``names.CUDA_ONLY``: a device block, a rank's ``set_device``, SyncBatchNorm, a
@@ -67,8 +67,9 @@ class CudaOnlyCall(Rule):
         gather; `data_parallel` finds no device type). Only where it
         runs unconditionally (not under an `if`, not one side of `a if c else b` or of
         `a or b`; an `if` on the distributed mode, `if args.distributed:`, `if rank == 0:`,
-        `if ddp:` of `ddp = int(os.environ.get("RANK", -1)) != -1`, is none: a launcher
-        runs it on a CPU machine too), in code that does not stop without CUDA (no `assert
+        `if ddp:` of `ddp = int(os.environ.get("RANK", -1)) != -1`, `if args.gpu is not
+        None:` where `args.gpu` holds the index `mp.spawn` hands a process, is none: a
+        launcher runs it on a CPU machine too), in code that does not stop without CUDA (no `assert
         torch.cuda.is_available()` or `if not torch.cuda.is_available():` exit in its
         function, or in the module for module-level code; no `if` around it that asks),
         outside functions and classes whose decorators name CUDA or a GPU
@@ -444,6 +445,53 @@ class CudaOnlyCall(Rule):
                 "    if torch.cuda.is_available():\n        torch.cuda.set_device(args.gpu)\n"
                 "    args.dist_backend = 'nccl' if torch.cuda.is_available() else 'gloo'\n"
                 "    torch.distributed.init_process_group(backend=args.dist_backend, init_method='env://')\n"),
+        # a spawned process's index as `args.gpu`: `if args.gpu is not None:` tests the rank, and
+        # the statements guarded in a row share one block
+        Example("import torch\nimport torch.multiprocessing as mp\n\n\ndef main_worker(gpu, model, args):\n"
+                "    args.gpu = gpu\n    if args.gpu is not None:\n"
+                "        torch.cuda.set_device(args.gpu)\n        torch.cuda.synchronize()\n"
+                "    return model\n\n\nif __name__ == '__main__':\n"
+                "    mp.spawn(main_worker, nprocs=2, args=(None, None))\n",
+                "import torch\nimport torch.multiprocessing as mp\n\n\ndef main_worker(gpu, model, args):\n"
+                "    args.gpu = gpu\n    if args.gpu is not None:\n        if torch.cuda.is_available():\n"
+                "            torch.cuda.set_device(args.gpu)\n            torch.cuda.synchronize()\n"
+                "    return model\n\n\nif __name__ == '__main__':\n"
+                "    mp.spawn(main_worker, nprocs=2, args=(None, None))\n"),
+        # a distributed mode the launcher's environment gives (a world size also multiplied
+        # by the GPU count, MoCo's): no question to CUDA
+        Example("import argparse\nimport os\n\nimport torch\nimport torch.distributed as dist\n\n"
+                "parser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--world-size', default=-1, type=int)\n"
+                "parser.add_argument('--multiprocessing-distributed', action='store_true')\n\n\n"
+                "def main(args):\n    if args.world_size == -1:\n"
+                "        args.world_size = int(os.environ['WORLD_SIZE'])\n"
+                "    args.distributed = args.world_size > 1 or args.multiprocessing_distributed\n"
+                "    args.world_size = torch.cuda.device_count() * args.world_size\n"
+                "    if args.distributed:\n"
+                "        dist.init_process_group('nccl', world_size=args.world_size)\n\n\n"
+                "if __name__ == '__main__':\n    main(parser.parse_args())\n",
+                "import argparse\nimport os\n\nimport torch\nimport torch.distributed as dist\n\n"
+                "parser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--world-size', default=-1, type=int)\n"
+                "parser.add_argument('--multiprocessing-distributed', action='store_true')\n\n\n"
+                "def main(args):\n    if args.world_size == -1:\n"
+                "        args.world_size = int(os.environ['WORLD_SIZE'])\n"
+                "    args.distributed = args.world_size > 1 or args.multiprocessing_distributed\n"
+                "    args.world_size = (torch.cuda.device_count() or 1) * args.world_size\n"
+                "    if args.distributed:\n"
+                "        dist.init_process_group('nccl' if torch.cuda.is_available() else 'gloo', "
+                "world_size=args.world_size)\n"
+                "\n\nif __name__ == '__main__':\n    main(parser.parse_args())\n"),
+        # the command line's default backend (pytorch/examples' ImageNet trainer)
+        Example("import argparse\nimport torch\nimport torch.distributed as dist\n"
+                "parser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--dist-backend', default='nccl', type=str)\n"
+                "args = parser.parse_args()\ndist.init_process_group(backend=args.dist_backend)\n",
+                "import argparse\nimport torch\nimport torch.distributed as dist\n"
+                "parser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--dist-backend', default='nccl' if torch.cuda.is_available() else 'gloo', "
+                "type=str)\n"
+                "args = parser.parse_args()\ndist.init_process_group(backend=args.dist_backend)\n"),
         # SyncBatchNorm: plain batch norms on the CPU
         Example("import torch\nimport torch.nn as nn\n\n\ndef build(rank):\n    model = nn.Sequential(nn.Conv2d(3, 8, 3), "
                 "nn.BatchNorm2d(8))\n    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n    return model\n",
@@ -823,7 +871,9 @@ def _nccl_backend(a, site: CallSite):
     """Where a ``torch.distributed.init_process_group`` call names the NCCL backend
     (first argument or ``backend=``), as (the site to judge the fix at, the ``"nccl"``
     string): the call's own literal, or the one a name or an attribute holds where it is
-    bound (``BACKEND = "nccl"``, ``args.dist_backend = 'nccl'``); not a conditional, a parameter, nor a mixed
+    bound (``BACKEND = "nccl"``, ``args.dist_backend = 'nccl'``), or the default of the
+    command-line option an attribute holds (``add_argument('--dist-backend',
+    default='nccl')``, pytorch/examples' ImageNet trainer and MoCo); not a conditional, a parameter, nor a mixed
     ``"cpu:gloo,cuda:nccl"`` (gloo serves the CPU there)."""
     if site.qualname not in N.INIT_PROCESS_GROUP_TORCH or site.has_star_args:
         return None
@@ -831,8 +881,10 @@ def _nccl_backend(a, site: CallSite):
     value = arg.value if arg is not None else None
     where = site
     if isinstance(value, (cst.Name, cst.Attribute)):  # BACKEND, args.dist_backend (DETR's init_distributed_mode)
-        where = held_device(a, site, value)
-        value = where.node if where is not None else None
+        held = held_device(a, site, value)
+        option = option_site(a, value.attr.value) if held is None and isinstance(value, cst.Attribute) else None
+        default = option.keyword("default") if option is not None else None
+        where, value = (held, held.node) if held is not None else (option, default.value) if default else (None, None)
     if isinstance(value, cst.SimpleString) and str(value.evaluated_value).lower() == "nccl":
         return where, value
     return None

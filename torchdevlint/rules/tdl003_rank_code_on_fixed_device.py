@@ -44,9 +44,11 @@ class RankCodeOnFixedDevice(Rule):
         `map_location="cuda:0"` (every rank's copy on GPU 0), or a literal `cuda:0` /
         `.cuda(0)`. Quiet after `torch.cuda.set_device(local_rank)` (or any backend's
         `set_device`, a per-process `CUDA_VISIBLE_DEVICES`, a launcher that binds the
-        device) on the same path, called first by the function, by a helper it calls
-        first, or by a caller before it calls it (a distributed setup run only on a flag
-        included: where it does not run there is one process); and for an index-less
+        device, a helper of another module named for it, `select_device`, or for the
+        distributed setup that binds it, `init_distributed_mode`, `init_dist`) on the
+        same path, called first by the function, by a helper it calls first, or by a
+        caller before it calls it (a distributed setup run only on a flag included: where
+        it does not run there is one process); and for an index-less
         device bound to a name (`device = torch.device("cuda" if ... else "cpu")`) in a
         file that binds the rank's device: it is the current device where it is used.
     """
@@ -83,6 +85,14 @@ class RankCodeOnFixedDevice(Rule):
         only: bind the rank's device first.
     """
     VALID = (
+        # a distributed setup of another module binds the rank's GPU (DINO's, DeiT's and
+        # DETR's `init_distributed_mode`: `set_device(args.gpu)` before the process group)
+        "import argparse\nimport torch\nimport torch.distributed as dist\nimport torch.nn as nn\nimport utils\n\n\n"
+        "def train(args):\n    utils.init_distributed_mode(args)\n    model = nn.Linear(2, 2).cuda()\n"
+        "    x = torch.ones(1).cuda()\n    dist.all_reduce(x)\n"
+        "    return nn.parallel.DistributedDataParallel(model, device_ids=[args.gpu]), x\n\n\n"
+        "if __name__ == '__main__':\n    parser = argparse.ArgumentParser()\n"
+        "    parser.add_argument('--local_rank', default=0, type=int)\n    train(parser.parse_args())\n",
         # a device compared, itself or its type, before the rank binds its own: no placement
         "import torch\nimport torch.multiprocessing as mp\ndef worker(rank, device):\n"
         "    same = device.type == torch.device('cuda').type\n    torch.cuda.set_device(rank)\n    return same\n"

@@ -878,3 +878,113 @@ def test_statements_guarded_in_a_row_share_one_block():
             return x
         """), out
     assert fixed(out, settings=settings) == out
+
+
+DINO_UTILS = textwrap.dedent("""\
+    \"\"\"DINO's utils.init_distributed_mode (iBOT and other forks keep it): the launcher's
+    environment, else SLURM's, else one process on one GPU, else a stop.\"\"\"
+    import os
+    import sys
+
+    import torch
+    import torch.distributed as dist
+
+
+    def init_distributed_mode(args):
+        if 'RANK' in os.environ and 'WORLD_SIZE' in os.environ:
+            args.rank = int(os.environ["RANK"])
+            args.world_size = int(os.environ['WORLD_SIZE'])
+            args.gpu = int(os.environ['LOCAL_RANK'])
+        elif 'SLURM_PROCID' in os.environ:
+            args.rank = int(os.environ['SLURM_PROCID'])
+            args.gpu = args.rank % torch.cuda.device_count()
+        # launched naively with `python main_dino.py`
+        elif torch.cuda.is_available():
+            print('Will run the code on one GPU.')
+            args.rank, args.gpu, args.world_size = 0, 0, 1
+            os.environ['MASTER_ADDR'] = '127.0.0.1'
+            os.environ['MASTER_PORT'] = args.port
+        else:
+            print('Does not support training without GPU.')
+            sys.exit(1)
+        dist.init_process_group(backend="nccl", init_method="env://", world_size=args.world_size, rank=args.rank)
+        torch.cuda.set_device(args.gpu)
+        dist.barrier()
+    """)
+
+DINO_MAIN = textwrap.dedent("""\
+    import argparse
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+
+    import utils
+
+
+    def train(args):
+        utils.init_distributed_mode(args)
+        torch.manual_seed(0)
+        student = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 4))
+        student = student.cuda()
+        if any(isinstance(m, nn.BatchNorm1d) for m in student.modules()):
+            student = nn.SyncBatchNorm.convert_sync_batchnorm(student)
+        student = nn.parallel.DistributedDataParallel(student, device_ids=[args.gpu])
+        center = torch.zeros(1, 4).cuda()
+        optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+        for it in range(2):
+            out = student(torch.randn(4, 6).cuda(non_blocking=True))
+            batch_center = out.detach().sum(0, keepdim=True)
+            dist.all_reduce(batch_center)
+            center = 0.9 * center + 0.1 * batch_center / (4 * dist.get_world_size())
+            loss = (out - center).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            torch.cuda.synchronize()
+            print("it", it, "loss %.4f" % loss.item())
+
+
+    if __name__ == '__main__':
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--port", default="29500")
+        train(parser.parse_args())
+    """)
+
+
+def test_a_distributed_setup_that_refuses_the_cpu_runs_on_it_after_a_migration(tmp_path):
+    """DINO's shape: `elif torch.cuda.is_available():` one process on one GPU, `else:`
+    print and `sys.exit(1)`, in a helper module's distributed setup; the main script binds
+    nothing itself (the helper's name says it does: no TDL003), and converts SyncBatchNorm
+    under an `if` on the model beside its `.cuda()` calls. The migration takes the one-GPU
+    branch without CUDA too: run plainly, the program trains on the CPU, and under the
+    simulator it places what it placed before."""
+    import socket
+    import subprocess
+    import sys
+
+    (tmp_path / "utils.py").write_text(DINO_UTILS)
+    (tmp_path / "main_dino.py").write_text(DINO_MAIN)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    run = [sys.executable, "main_dino.py", "--port", port]
+    before = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert before.returncode == 1 and before.stdout == "Does not support training without GPU.\n", before.stderr
+    assert "TDL003" not in cli("check", "--isolated", "--no-cache", ".", cwd=tmp_path).stdout.decode()
+    placed = []
+    for step in ("original", "migrated"):
+        if step == "migrated":
+            r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+            assert "Converted: TDL007 4, TDL008 5" in r.stderr.decode(), r.stderr.decode()
+        report = tmp_path / f"{step}.json"
+        sim = cli("sim", "--gpus", "2", "--report", str(report), "main_dino.py", "--port", port, cwd=tmp_path)
+        assert sim.returncode == 0 and b"it 1 loss" in sim.stdout, sim.stderr.decode()
+        data = json.loads(report.read_text())
+        placed.append((data["devices"], [(g["backend"], g["device"]) for g in data["process_groups"]]))
+    assert placed[0] == placed[1] and list(placed[0][0]) == ["cuda:0"], placed
+    text = (tmp_path / "utils.py").read_text()
+    assert "    else:\n        print('Will run the code on one GPU.')\n" in text and "sys.exit(1)" not in text, text
+    after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0 and after.stdout.splitlines()[-1].startswith("it 1 loss"), after.stderr
+    assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""

@@ -10,10 +10,10 @@ import libcst as cst
 
 from .. import names as N
 from ..analysis import CallSite, walk
-from ..model import Applicability, Fix, Violation
+from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import (chosen_conditionally, evaluated, guard_statement, held_device, meant_for_gpus, option_site,
-                          stands_alone, string_quote, torch_for_test, unconditional)
+from .portability import (beside_unconditional, chosen_conditionally, evaluated, guard_statement, held_device,
+                          meant_for_gpus, option_site, stands_alone, string_quote, torch_for_test, unconditional)
 
 
 # besides ``names.CUDA_ONLY``: a device block, a rank's ``set_device``, SyncBatchNorm, a
@@ -69,7 +69,9 @@ class CudaOnlyCall(Rule):
         `a or b`; an `if` on the distributed mode, `if args.distributed:`, `if rank == 0:`,
         `if ddp:` of `ddp = int(os.environ.get("RANK", -1)) != -1`, `if args.gpu is not
         None:` where `args.gpu` holds the index `mp.spawn` hands a process, is none: a
-        launcher runs it on a CPU machine too), in code that does not stop without CUDA (no `assert
+        launcher runs it on a CPU machine too; nor, in a function that holds a CUDA-only
+        call on no condition, is an `if` on the data, DINO's `if
+        utils.has_batchnorms(student):`), in code that does not stop without CUDA (no `assert
         torch.cuda.is_available()` or `if not torch.cuda.is_available():` exit in its
         function, or in the module for module-level code; no `if` around it that asks),
         outside functions and classes whose decorators name CUDA or a GPU
@@ -118,10 +120,14 @@ class CudaOnlyCall(Rule):
         torch.cuda.is_available()` then `assert use_cuda`, `is True`, `== True`, later
         in the same block), and in a script (a file that is run, not imported) `if not
         torch.cuda.is_available():` (or `if not use_cuda:` after such a binding) whose
-        body only reports and stops (`raise ...`, `print(...)` then `sys.exit(1)`),
-        where it runs whatever happens (at a module's top level, in a function; not
-        under an `if`: `if args.cuda: assert ...` checks what the user asked for; not in
-        a `try`; not a count, `assert torch.cuda.device_count() >= 2`, a requirement of
+        body only reports and stops (`raise ...`, `print(...)` then `sys.exit(1)`), or
+        an `else` that only reports and stops after `elif torch.cuda.is_available():` in
+        a script or in a function that starts a process group (DINO's
+        `init_distributed_mode`: the launcher's environment, else SLURM's, else one GPU,
+        else "Does not support training without GPU."), where it runs whatever
+        happens (at a module's top level, in a function; not under an `if`: `if
+        args.cuda: assert ...` checks what the user asked for; not in a `try`; not a
+        count, `assert torch.cuda.device_count() >= 2`, a requirement of
         its own; not in a function or class named or decorated for GPUs; not an
         assertion in test code, a module that imports pytest or unittest): the program
         stops on the CPU by the author's word, though its code could run there. While it
@@ -181,7 +187,9 @@ class CudaOnlyCall(Rule):
         the rank's placements, a DDP program then runs on the CPU too. An assertion that
         CUDA is available, or a script's stop without it, is removed (`pass` where it is
         its block's only statement; unsafe: without CUDA the program goes on, on the
-        CPU, instead of stopping; with CUDA nothing changes but one query less).
+        CPU, instead of stopping; with CUDA nothing changes but one query less); an
+        `elif torch.cuda.is_available():` whose `else` stops becomes `else:`, the stop
+        gone (the branch meant for one GPU runs on the CPU, with the fallbacks).
 
         A kept result with a CPU counterpart falls back to it: the current device used as
         a device, `.to(torch.cuda.current_device())`, `device=...`, `map_location=...`,
@@ -197,6 +205,17 @@ class CudaOnlyCall(Rule):
         import), and in TorchScript.
     """
     VALID = (
+        # a stop after asking, in a library's function that starts no process group (a
+        # kernel's guard), or an `else` that does more than report and stop
+        "import sys\nimport torch\ndef kernel(x):\n    if x.is_sparse:\n        return x\n"
+        "    elif torch.cuda.is_available():\n        return x.cuda()\n    else:\n"
+        "        print('needs a GPU')\n        sys.exit(1)\n",
+        "import sys\nimport torch\nimport torch.distributed as dist\ndef setup(args):\n"
+        "    if args.rank:\n        pass\n    elif torch.cuda.is_available():\n        args.rank = 0\n"
+        "    else:\n        args.rank = -1\n        sys.exit(1)\n    dist.init_process_group('gloo')\n",
+        # an `if` on the data with no CUDA-only call beside it on no condition: the author's choice
+        "import torch.nn as nn\ndef build(model, cfg):\n    if cfg.sync_bn:\n"
+        "        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n    return model\n",
         "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
         "import torch\ndef step(x):\n    y = x * 2\n    if x.is_cuda:\n        torch.cuda.synchronize()\n"
         "    return y\n",
@@ -482,6 +501,31 @@ class CudaOnlyCall(Rule):
                 "        dist.init_process_group('nccl' if torch.cuda.is_available() else 'gloo', "
                 "world_size=args.world_size)\n"
                 "\n\nif __name__ == '__main__':\n    main(parser.parse_args())\n"),
+        # an `if` on the data beside a CUDA-only call on no condition (DINO's SyncBatchNorm under
+        # `if utils.has_batchnorms(student):`): no choice of the author's either
+        Example("import torch\nimport torch.nn as nn\n\n\ndef build(model, has_batchnorms):\n"
+                "    if has_batchnorms(model):\n        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+                "    torch.cuda.synchronize()\n    return model\n",
+                "import torch\nimport torch.nn as nn\n\n\ndef build(model, has_batchnorms):\n"
+                "    if has_batchnorms(model):\n"
+                "        model = nn.SyncBatchNorm.convert_sync_batchnorm(model) if torch.cuda.is_available() "
+                "else model\n"
+                "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n    return model\n"),
+        # a distributed setup that refuses the CPU after asking (DINO's init_distributed_mode):
+        # the branch meant for one GPU runs without one too
+        Example("import os\nimport sys\n\nimport torch\nimport torch.distributed as dist\n\n\n"
+                "def init_distributed_mode(args):\n    if 'RANK' in os.environ:\n"
+                "        args.rank = int(os.environ['RANK'])\n    # launched naively\n"
+                "    elif torch.cuda.is_available():  # one GPU\n        print('Will run the code on one GPU.')\n"
+                "        args.rank = 0\n    else:\n        print('Does not support training without GPU.')\n"
+                "        sys.exit(1)\n"
+                "    dist.init_process_group(backend='gloo', init_method='env://', world_size=1, rank=args.rank)\n",
+                "import os\nimport sys\n\nimport torch\nimport torch.distributed as dist\n\n\n"
+                "def init_distributed_mode(args):\n    if 'RANK' in os.environ:\n"
+                "        args.rank = int(os.environ['RANK'])\n    # launched naively\n"
+                "    else:  # one GPU\n        print('Will run the code on one GPU.')\n"
+                "        args.rank = 0\n"
+                "    dist.init_process_group(backend='gloo', init_method='env://', world_size=1, rank=args.rank)\n"),
         # the command line's default backend (pytorch/examples' ImageNet trainer)
         Example("import argparse\nimport torch\nimport torch.distributed as dist\n"
                 "parser = argparse.ArgumentParser()\n"
@@ -563,6 +607,13 @@ class CudaOnlyCall(Rule):
         entered = _entered_device_blocks(a)
         counted = set()  # a count or a backend that two calls read is reported once, where it is bound
         for site in a.calls:
+            branch = _stopping_else(ctx, site)
+            if branch is not None:  # elif torch.cuda.is_available(): ... else: sys.exit(1) -> else: ...
+                yield ctx.violation(
+                    branch.orelse, f"`else: {_exit_of(branch.orelse)}` after `elif {a.code(site.node)}:` stops the "
+                                   "program where CUDA is not available: nothing after it runs on the CPU",
+                    self._run_branch(ctx, branch))
+                continue
             stop = _cuda_stop(ctx, site)
             if stop is not None:  # assert torch.cuda.is_available() -> removed
                 spelled = (f"assert {a.code(stop.test)}" if isinstance(stop, cst.Assert)
@@ -587,9 +638,9 @@ class CudaOnlyCall(Rule):
                     named is not None and named[0] is not site
                     and not unconditional(ctx, named[0], backend, stops_only=True)):
                 continue  # (reported at the binding two calls share; a backend chosen on a condition)
-            if not (site.qualname in N.CUDA_ONLY or block or backend is not None or sync_bn is not None
-                    or count is not None or factor is not None or pinned is not None or _binds_a_gpu(a, site)) \
-                    or not unconditional(ctx, site, site.node, stops_only=True, header=block):
+            if not (backend is not None or _cuda_only(a, site, entered)) or not (
+                    unconditional(ctx, site, site.node, stops_only=True, header=block)
+                    or _beside_unconditional(ctx, site, entered)):
                 continue
             func = a.code(site.node.func)
             if count is not None:  # nprocs=torch.cuda.device_count() -> ... or 1
@@ -654,6 +705,17 @@ class CudaOnlyCall(Rule):
         gone = ctx.remove_lines(line)
         assert gone is not None  # (one statement on its line: tested above)
         return Fix(Applicability.UNSAFE, message, (gone,))
+
+    def _run_branch(self, ctx: Context, branch: cst.If) -> Fix:
+        """``elif torch.cuda.is_available():`` becomes ``else:``, and the ``else`` that
+        stopped goes: without CUDA the program takes the branch meant for one GPU. One
+        edit, from ``elif`` to the end of the ``else`` (its body as written)."""
+        a = ctx.analysis
+        start, end = ctx.start(branch), ctx.end(branch.orelse)
+        body = _written(a, ctx.end(branch.test), ctx.end(branch.body.body[-1]))  # `:` ... the branch's last line
+        return Fix(Applicability.UNSAFE, "Take the branch meant for CUDA without it too, and remove the stop (on the "
+                                         "CPU, with the migration's CPU fallbacks)",
+                   (Edit(start, end, f"else{body}", _written(a, start, end)),))
 
     def _one_process(self, ctx: Context, site: CallSite, count: cst.Call) -> Fix:
         """``torch.cuda.device_count()`` -> ``torch.cuda.device_count() or 1`` (an
@@ -756,6 +818,76 @@ def _cuda_stop(ctx: Context, site: CallSite) -> Union[cst.Assert, cst.If, None]:
     return stop
 
 
+def _beside_unconditional(ctx: Context, site: CallSite, entered: set) -> bool:
+    """Whether ``site`` needs CUDA once an ``if`` on the data is no condition, in a
+    function that holds a CUDA-only call on no condition (``beside_unconditional``, as
+    TDL007 reads it: DINO's ``convert_sync_batchnorm`` under ``if
+    utils.has_batchnorms(student):`` beside the rank's ``.cuda()`` calls and NCCL's
+    collectives is no choice of the author's either)."""
+    a = ctx.analysis
+    if not unconditional(ctx, site, site.node, stops_only=True, header=site.node in entered, data_too=True):
+        return False
+    beside = a.memo.get("tdl008_beside")
+    if beside is None:
+        beside = a.memo["tdl008_beside"] = beside_unconditional(a, [
+            (s, unconditional(ctx, s, s.node, stops_only=True, header=s.node in entered))
+            for s in a.calls if _cuda_only(a, s, entered)])
+    fn = a.enclosing_function(site.scope)
+    return (id(fn.node) if fn is not None else 0) in beside
+
+
+def _cuda_only(a, site: CallSite, entered: set) -> bool:
+    """Whether the call at ``site`` needs CUDA by what it is (the candidates of ``check``,
+    but for a backend a name holds, judged where it is bound)."""
+    named = _nccl_backend(a, site)
+    return (site.qualname in N.CUDA_ONLY or site.node in entered or (named is not None and named[0] is site)
+            or _sync_batchnorm_module(site) is not None or _gpu_count_processes(a, site) is not None
+            or _factor(a, site) is not None or _pinned(a, site) is not None or _binds_a_gpu(a, site))
+
+
+def _written(a, start: Tuple[int, int], end: Tuple[int, int]) -> str:
+    """The source between two positions, as written (lines joined by ``\\n``)."""
+    lines = a.lines[start[0] - 1:end[0]]
+    if len(lines) == 1:
+        return lines[0][start[1]:end[1]]
+    return "\n".join([lines[0][start[1]:]] + lines[1:-1] + [lines[-1][:end[1]]])
+
+
+def _stopping_else(ctx: Context, site: CallSite) -> Optional[cst.If]:
+    """The ``elif`` that ``torch.cuda.is_available()`` at ``site`` is the whole test of,
+    when its ``else`` only reports and stops (DINO's ``init_distributed_mode``: a launcher's
+    environment, else SLURM's, ``elif torch.cuda.is_available():`` one process on one GPU,
+    ``else: print('Does not support training without GPU.'); sys.exit(1)``): in a script,
+    or in a function that starts a process group (a distributed setup that refuses the
+    CPU, not a library's kernel guard); the chain under no other condition, not in a
+    ``try``, nor in code named or decorated for GPUs."""
+    if site.qualname != "torch.cuda.is_available" or site.node.args:
+        return None
+    a = ctx.analysis
+    chains = a.memo.get("tdl008_elif_stops")
+    if chains is None:
+        chains = a.memo["tdl008_elif_stops"] = {}
+        for root in a.ifs.values():
+            chain, branch = [id(root)], root.orelse
+            while isinstance(branch, cst.If):
+                chain.append(id(branch))
+                smalls = _smalls(branch.orelse) if isinstance(branch.orelse, cst.Else) else []
+                if smalls and _exit_of(branch.orelse) and all(  # (only reports, then stops)
+                        isinstance(x, cst.Expr) and isinstance(x.value, cst.Call) for x in smalls[:-1]):
+                    chains.setdefault(branch.test, (branch, frozenset(chain)))  # (from the chain's first `if`)
+                branch = branch.orelse
+    branch, chain = chains.get(site.node, (None, frozenset()))
+    if branch is None or meant_for_gpus(a, site.scope) or any(
+            part in ("try", "handler") or (part in ("body", "orelse", "case") and key not in chain)
+            for key, part in site.cond):
+        return None
+    fn = a.enclosing_function(site.scope)
+    if fn is None and not a.devices.is_script or fn is not None and not a.devices.is_script and not any(
+            s.qualname in N.INIT_PROCESS_GROUP_TORCH and a.enclosing_function(s.scope) is fn for s in a.calls):
+        return None
+    return branch
+
+
 def _test_code(a) -> bool:
     """Whether the module imports a test framework (pytest, unittest)."""
     return any(dotted.split(".")[0] in ("pytest", "unittest") for dotted in a.module_scope.imports.values())
@@ -821,8 +953,8 @@ def _stop_ifs(ctx: Context) -> dict:
     return a.memo["tdl008_stop_ifs"]
 
 
-def _smalls(stop: cst.If) -> list:
-    """The small statements of an ``if``'s body, when it holds nothing else (one per line,
+def _smalls(stop: Union[cst.If, cst.Else]) -> list:
+    """The small statements of an ``if``'s (or an ``else``'s) body, when it holds nothing else (one per line,
     or one line after the colon); [] otherwise."""
     if isinstance(stop.body, cst.SimpleStatementSuite):
         return list(stop.body.body)
@@ -832,7 +964,7 @@ def _smalls(stop: cst.If) -> list:
     return []
 
 
-def _exit_of(stop: cst.If) -> Optional[str]:
+def _exit_of(stop: Union[cst.If, cst.Else]) -> Optional[str]:
     """How the body of ``stop`` ends the program: ``raise ...`` or ``sys.exit(...)``
     (``exit``, ``quit``, ``os._exit``), as the message spells it; None otherwise."""
     smalls = _smalls(stop)

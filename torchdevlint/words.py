@@ -44,7 +44,8 @@ one of its tokens). A token is one of:
   of a function named ``device_count`` as an operand, or a name so bound (``n =
   ...device_count()``) used as one;
 - ``stmt:DOTTED``: a call that is a statement of its own (or an assertion's whole
-  test, or what an ``if not`` tests, directly or through a name bound to it) and whose
+  test, or what an ``if not`` tests, directly or through a name bound to it, or the
+  whole test of an ``if``/``elif`` with an ``else``) and whose
   function may resolve to DOTTED (as ``qual:`` resolves);
 - ``nomap@N:DOTTED``: a call whose function may resolve to DOTTED, with neither
   ``map_location=`` nor more than N positional arguments, nor ``*args``/``**kwargs``;
@@ -319,6 +320,8 @@ class CodeWords:
                     statements.append(test.operand.func)
                 elif type(test) is ast.UnaryOp and type(test.op) is ast.Not and type(test.operand) is ast.Name:
                     asserted.add(test.operand.id)  # `if not use_cuda:` (through a name, as an assertion)
+                elif type(test) is ast.Call and node.orelse:  # type: ignore[attr-defined]
+                    statements.append(test.func)  # `elif torch.cuda.is_available(): ... else: sys.exit(1)`
             elif kind is ast.Constant:
                 value = node.value  # type: ignore[attr-defined]
                 if type(value) is str and len(value) <= _LONGEST:

@@ -351,6 +351,12 @@ def mode_test(text: str, test: str, ranks: FrozenSet[str] = frozenset()) -> bool
         _assigned(text, n, _ASKS_CUDA, unless=_ENVIRONMENT) for n in names + launched)
 
 
+def device_words(code: str) -> bool:
+    """Whether ``code`` names anything of a device (``cuda``, ``gpu``, ``cpu``, ``device``,
+    a backend ...)."""
+    return _DEVICE_WORDS.search(code) is not None
+
+
 def data_test(text: str, test: str) -> bool:
     """Whether an ``if``'s test (its code) asks about the data, not the device: it names
     nothing of a device, and nothing it names is assigned, in the module's ``text``, from

@@ -12,8 +12,9 @@ from .. import names as N
 from ..analysis import CallSite, walk
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
-from .portability import (beside_unconditional, chosen_conditionally, evaluated, guard_statement, held_device,
-                          meant_for_gpus, option_site, stands_alone, string_quote, torch_for_test, unconditional)
+from .portability import (beside_unconditional, chosen_conditionally, device_words, evaluated, guard_statement,
+                          held_device, meant_for_gpus, option_site, stands_alone, string_quote, torch_for_test,
+                          unconditional)
 
 
 # besides ``names.CUDA_ONLY``: a device block, a rank's ``set_device``, SyncBatchNorm, a
@@ -189,7 +190,8 @@ class CudaOnlyCall(Rule):
         its block's only statement; unsafe: without CUDA the program goes on, on the
         CPU, instead of stopping; with CUDA nothing changes but one query less); an
         `elif torch.cuda.is_available():` whose `else` stops becomes `else:`, the stop
-        gone (the branch meant for one GPU runs on the CPU, with the fallbacks).
+        gone (the branch meant for one GPU runs on the CPU, with the fallbacks; display
+        where the branch names a GPU itself).
 
         A kept result with a CPU counterpart falls back to it: the current device used as
         a device, `.to(torch.cuda.current_device())`, `device=...`, `map_location=...`,
@@ -205,6 +207,10 @@ class CudaOnlyCall(Rule):
         import), and in TorchScript.
     """
     VALID = (
+        # ... or after a test of the device: the CPU has its own path, the stop answers a missing GPU
+        "import sys\nimport torch\n\n\ndef main():\n    if sys.argv[1:] == ['--cpu']:\n        device = 'cpu'\n"
+        "    elif torch.cuda.is_available():\n        device = 'cuda'\n    else:\n        print('no GPU')\n"
+        "        sys.exit(1)\n    print(torch.zeros(1).to(device))\n\n\nif __name__ == '__main__':\n    main()\n",
         # a stop after asking, in a library's function that starts no process group (a
         # kernel's guard), or an `else` that does more than report and stop
         "import sys\nimport torch\ndef kernel(x):\n    if x.is_sparse:\n        return x\n"
@@ -526,6 +532,19 @@ class CudaOnlyCall(Rule):
                 "    else:  # one GPU\n        print('Will run the code on one GPU.')\n"
                 "        args.rank = 0\n"
                 "    dist.init_process_group(backend='gloo', init_method='env://', world_size=1, rank=args.rank)\n"),
+        # ... in a script; display where the branch names a GPU itself (it needs a CPU path by hand)
+        Example("import os\nimport sys\nimport torch\n\n\ndef main():\n    if 'RANK' in os.environ:\n"
+                "        rank = int(os.environ['RANK'])\n    elif torch.cuda.is_available():\n        rank = 0\n"
+                "    else:\n        print('no GPU')\n        sys.exit(1)\n    print(torch.zeros(1) + rank)\n\n\n"
+                "if __name__ == '__main__':\n    main()\n",
+                "import os\nimport sys\nimport torch\n\n\ndef main():\n    if 'RANK' in os.environ:\n"
+                "        rank = int(os.environ['RANK'])\n    else:\n        rank = 0\n"
+                "    print(torch.zeros(1) + rank)\n\n\n"
+                "if __name__ == '__main__':\n    main()\n"),
+        Example("import sys\nimport torch\n\n\ndef main():\n    if sys.argv[1:] == ['--fast']:\n"
+                "        device = 'cuda:0'\n    elif torch.cuda.is_available():\n        device = 'cuda'\n"
+                "    else:\n        print('no GPU')\n        sys.exit(1)\n    print(torch.zeros(1).to(device))\n\n\n"
+                "if __name__ == '__main__':\n    main()\n"),
         # the command line's default backend (pytorch/examples' ImageNet trainer)
         Example("import argparse\nimport torch\nimport torch.distributed as dist\n"
                 "parser = argparse.ArgumentParser()\n"
@@ -711,11 +730,14 @@ class CudaOnlyCall(Rule):
         stopped goes: without CUDA the program takes the branch meant for one GPU. One
         edit, from ``elif`` to the end of the ``else`` (its body as written)."""
         a = ctx.analysis
+        message = ("Take the branch meant for CUDA without it too, and remove the stop (on the CPU, with the "
+                   "migration's CPU fallbacks)")
+        if "cuda" in a.code(branch.body).lower():
+            return Fix(Applicability.DISPLAY, f"{message} (display only: the branch names a GPU itself: give it a "
+                                              "CPU path by hand)")
         start, end = ctx.start(branch), ctx.end(branch.orelse)
         body = _written(a, ctx.end(branch.test), ctx.end(branch.body.body[-1]))  # `:` ... the branch's last line
-        return Fix(Applicability.UNSAFE, "Take the branch meant for CUDA without it too, and remove the stop (on the "
-                                         "CPU, with the migration's CPU fallbacks)",
-                   (Edit(start, end, f"else{body}", _written(a, start, end)),))
+        return Fix(Applicability.UNSAFE, message, (Edit(start, end, f"else{body}", _written(a, start, end)),))
 
     def _one_process(self, ctx: Context, site: CallSite, count: cst.Call) -> Fix:
         """``torch.cuda.device_count()`` -> ``torch.cuda.device_count() or 1`` (an
@@ -857,7 +879,9 @@ def _stopping_else(ctx: Context, site: CallSite) -> Optional[cst.If]:
     """The ``elif`` that ``torch.cuda.is_available()`` at ``site`` is the whole test of,
     when its ``else`` only reports and stops (DINO's ``init_distributed_mode``: a launcher's
     environment, else SLURM's, ``elif torch.cuda.is_available():`` one process on one GPU,
-    ``else: print('Does not support training without GPU.'); sys.exit(1)``): in a script,
+    ``else: print('Does not support training without GPU.'); sys.exit(1)``), after
+    tests that name nothing of a device (``if args.cpu:`` before it is the CPU's path:
+    the stop is then the author's answer to a missing GPU); in a script,
     or in a function that starts a process group (a distributed setup that refuses the
     CPU, not a library's kernel guard); the chain under no other condition, not in a
     ``try``, nor in code named or decorated for GPUs."""
@@ -869,8 +893,8 @@ def _stopping_else(ctx: Context, site: CallSite) -> Optional[cst.If]:
         chains = a.memo["tdl008_elif_stops"] = {}
         for root in a.ifs.values():
             chain, branch = [id(root)], root.orelse
-            while isinstance(branch, cst.If):
-                chain.append(id(branch))
+            while isinstance(branch, cst.If) and not device_words(a.code(a.ifs[chain[-1]].test)):
+                chain.append(id(branch))  # (not after a test of the device: `if args.cpu:` is the CPU's path)
                 smalls = _smalls(branch.orelse) if isinstance(branch.orelse, cst.Else) else []
                 if smalls and _exit_of(branch.orelse) and all(  # (only reports, then stops)
                         isinstance(x, cst.Expr) and isinstance(x.value, cst.Call) for x in smalls[:-1]):

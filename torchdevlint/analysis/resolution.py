@@ -13,6 +13,7 @@ from .facts import (  # noqa: F401
     ClassInfo,
     FunctionInfo,
     Scope,
+    names_in,
 )
 from .collector import ident
 from .receivers import _is_module_constructor
@@ -138,11 +139,16 @@ class ResolutionMixin:
     def classes_defining_cuda(self) -> List[ClassInfo]:
         return [c for c in self.classes if "cuda" in c.methods]
 
-    def free_name(self, preferred: str, taken: Sequence[str] = ()) -> str:
+    def free_name(self, preferred: str, taken: Sequence[str] = (), within: Optional[cst.CSTNode] = None) -> str:
+        """A name to bind a new value to: ``preferred`` unless the module names it
+        anywhere (then ``torch_<preferred>``, ...). ``within``: a local of that
+        function, which only has to be a name the function (with what it nests) never
+        names: another function's ``device`` is no conflict (YOLOv3's two aliases)."""
+        used = set(names_in(within)) if within is not None else self.names_used
         candidates = [preferred, f"torch_{preferred}", f"default_{preferred}"]
         candidates += [f"{preferred}_{i}" for i in range(2, 100)]
         for candidate in candidates:
-            if candidate not in self.names_used and candidate not in taken:
+            if candidate not in used and candidate not in taken:
                 return candidate
         raise RuntimeError("no free name")  # pragma: no cover
 

@@ -257,8 +257,8 @@ class LegacyCudaTensorType(Rule):
                 "import torch\n\n\ndef grid(g, cuda):\n"
                 '    device = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")\n'
                 "    return torch.arange(g).to(device, torch.float32)\n\n\ndef boxes(x):\n"
-                '    torch_device = torch.device("cuda" if x.is_cuda else "cpu")\n'
-                "    return torch.empty(x.shape, dtype=torch.float32, device=torch_device)\n"),
+                '    device = torch.device("cuda" if x.is_cuda else "cpu")\n'
+                "    return torch.empty(x.shape, dtype=torch.float32, device=device)\n"),
         # ... and a module's alias is not read where a function has its own of that name
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n\n\ndef f(n):\n"
                 "    return T(n, 2)\n\n\ndef g(T):\n    return T\n",
@@ -729,7 +729,7 @@ def _alias_definition(a, scope, stmt: cst.SimpleStatementLine, device: str) -> T
         if usable(bound, owner) and a.devices.is_device_value(bound[0].value, owner):
             same = _same_device(a, a.code(bound[0].value), device)
             return preferred, None, "" if same else f"`{preferred}` may not be the device the alias chose"
-    name = a.free_name(preferred)
+    name = a.free_name(preferred, within=scope.node if scope.kind == "function" else None)
     assign = stmt.body[0]
     rng = a.range(assign)
     return name, Edit((rng.start.line, rng.start.column), (rng.end.line, rng.end.column),

@@ -60,7 +60,8 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                 'default_stream', 'CUDAGraph', 'reset_', 'ipc_collect', 'get_rng_state', 'mem_get_info',
                 'memory_summary', 'init', 'set_per_process_memory_fraction', 'nvtx', 'device(', 'set_device',
                 'convert_sync_batchnorm', 'spawn', 'start_processes', 'pin_memory', 'is_available',
-                'device_count', 'replicate', 'scatter', 'gather', 'parallel_apply', 'data_parallel'),
+                'device_count', 'replicate', 'scatter', 'gather', 'parallel_apply', 'data_parallel',
+                'utilization', 'temperature', 'power_draw', 'clock_rate', 'memory_usage'),
                (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | {"torch.cuda.device", "torch.cuda.set_device",
                                                                  N.CONVERT_SYNC_BATCHNORM, "torch.multiprocessing.spawn",
                                                                  "torch.multiprocessing.start_processes"}

@@ -53,7 +53,9 @@ CUDA_ONLY = frozenset(
         "get_device_capability", "current_stream", "default_stream", "Stream", "Event", "CUDAGraph",
         "reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
         "ipc_collect", "get_rng_state", "initial_seed", "mem_get_info", "memory_summary", "init",
-        "set_per_process_memory_fraction", "nvtx.range_push", "nvtx.range_pop", "nvtx.mark", "nvtx.range")}
+        "set_per_process_memory_fraction", "nvtx.range_push", "nvtx.range_pop", "nvtx.mark", "nvtx.range",
+        # NVML's readings: pynvml and a GPU ("nvidia-ml-py does not seem to be installed")
+        "utilization", "temperature", "power_draw", "clock_rate", "memory_usage")}
     # data parallelism by hand (the annotated Transformer's loss over its GPUs): the CPU build
     # has no broadcast, scatter or gather, and data_parallel finds no device type
     | {f"torch.nn.parallel.{name}" for name in ("replicate", "scatter", "gather", "parallel_apply", "data_parallel")}

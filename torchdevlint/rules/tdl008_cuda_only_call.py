@@ -45,7 +45,8 @@ class CudaOnlyCall(Rule):
                      "default_stream", "CUDAGraph", "reset_", "ipc_collect", "get_rng_state", "mem_get_info",
                      "memory_summary", "init", "set_per_process_memory_fraction", "nvtx", "device(", "set_device",
                      "convert_sync_batchnorm", "spawn", "start_processes", "pin_memory", "is_available",
-                     "device_count", "replicate", "scatter", "gather", "parallel_apply", "data_parallel")
+                     "device_count", "replicate", "scatter", "gather", "parallel_apply", "data_parallel",
+                     "utilization", "temperature", "power_draw", "clock_rate", "memory_usage")
     # the gate on the code (`with torch.cuda.device(k):` is a call of it too)
     needs = (tuple(f"qual:{q}" for q in sorted(N.CUDA_ONLY | _ALSO))
              + ("call:pin_memory", "name:pin_memory", "stmt:torch.cuda.is_available", "factor:count"),)
@@ -62,7 +63,9 @@ class CudaOnlyCall(Rule):
         `current_stream()`, `default_stream()`, `Stream()`, `Event()`, `CUDAGraph()`,
         `reset_peak_memory_stats()` (and the older `reset_max_memory_*`), `ipc_collect()`,
         `get_rng_state()`, `initial_seed()`, `mem_get_info()`, `memory_summary()`, `init()`,
-        `set_per_process_memory_fraction()`, the `torch.cuda.nvtx` markers, and data
+        `set_per_process_memory_fraction()`, the `torch.cuda.nvtx` markers, NVML's
+        readings (`utilization()`, `temperature()`, `power_draw()`, `clock_rate()`,
+        `memory_usage()`: they need pynvml and a GPU), and data
         parallelism by hand, `torch.nn.parallel`'s `replicate`, `scatter`, `gather`,
         `parallel_apply` and `data_parallel` (the CPU build has no broadcast, scatter or
         gather; `data_parallel` finds no device type). Only where it
@@ -616,6 +619,10 @@ class CudaOnlyCall(Rule):
                 "    replicas = nn.parallel.replicate(generator, devices)\n"
                 "    chunks = nn.parallel.scatter(out, target_gpus=devices)\n"
                 "    return nn.parallel.gather(nn.parallel.parallel_apply(replicas, chunks), devices[0])\n"),
+        # NVML's readings in a log line: the line runs only where CUDA is
+        Example("import torch\n\n\ndef log(step):\n    print(step, torch.cuda.utilization())\n",
+                "import torch\n\n\ndef log(step):\n    if torch.cuda.is_available():\n"
+                "        print(step, torch.cuda.utilization())\n"),
         # a library's module level: the test would run at every import (display)
         Example("import torch\nCAPABILITY = torch.cuda.get_device_capability()\n"),
         Example("import torch\ntorch.cuda.synchronize()\n"),

@@ -171,16 +171,21 @@ def held_device(a, site: CallSite, value: cst.BaseExpression,
         if held is None or not isinstance(held.node, cst.Attribute):
             return held
         value = held.node
-    return held_attribute(a, site, value) if isinstance(value, cst.Attribute) else None
+    return held_attribute(a, site, value, alternative) if isinstance(value, cst.Attribute) else None
 
 
-def held_attribute(a, site: CallSite, attribute: cst.Attribute) -> Optional[Held]:
+def held_attribute(a, site: CallSite, attribute: cst.Attribute,
+                   alternative: Optional[Callable[[cst.BaseExpression], bool]] = None) -> Optional[Held]:
     """What an attribute used at ``site`` holds, where it is assigned: ``self.device``, the
     one assignment to it in the methods of the class around the use (``self.device =
     "cuda"`` in ``__init__``); ``args.device`` or ``cfg.device``, the one assignment to that
     attribute of a name so spelled in the file, in a statement line (``args.device =
     "cuda"`` in ``launch()``, read by ``train(args)``: the diffusion tutorials' plumbing),
-    not of a name the use imports (another module's object may be changed anywhere)."""
+    not of a name the use imports (another module's object may be changed anywhere). With
+    ``alternative``, also its one unconditional assignment where every other one is in
+    the same function, under a branch, of a value ``alternative`` accepts (timm's
+    ``args.device = 'cuda:0'``, then ``'cuda:%d' % args.local_rank`` under ``if
+    args.distributed:``)."""
     base, attr = attribute.value, attribute.attr.value
     if not isinstance(base, cst.Name):
         return None
@@ -194,6 +199,11 @@ def held_attribute(a, site: CallSite, attribute: cst.Attribute) -> Optional[Held
         scope, cond = method.scope, klass.self_attr_conds.get((attr, order), ())  # type: ignore[union-attr]
     else:
         sets = a.attr_sets.get(f"{base.value}.{attr}", ())
+        if alternative is not None and len(sets) > 1:
+            plain = [(b, scope) for b, scope in sets if not b.cond]
+            if len(plain) == 1 and all(scope is plain[0][1] and b.value is not None and alternative(b.value)
+                                       for b, scope in sets if b.cond):
+                sets = plain
         if len(sets) != 1 or sets[0][0].value is None:
             return None
         binding, scope = sets[0]

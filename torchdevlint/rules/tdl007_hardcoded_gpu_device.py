@@ -79,7 +79,8 @@ class HardcodedGpuDevice(Rule):
         `if use_cuda:` after `use_cuda = True`, or a test whose other branch places on a
         GPU too, `if ngpus > 1: ... DataParallel(model).cuda()` `else: model.cuda()`, as
         pytorch-yolo2's script has them after its `CUDA_VISIBLE_DEVICES`; an `if` that tests
-        the distributed mode, `if args.distributed:`, `if local_rank == 0:`, or a spawned
+        the distributed mode, `if args.distributed:`, `if local_rank == 0:` (so the GPU a
+        name or `args.device` is rebound to there is rewritten too), or a spawned
         process's index, `if args.gpu is not None:` after `args.gpu = gpu` in an `mp.spawn`
         target (the ImageNet trainer's), is no condition either: a launcher runs either
         way on a CPU machine; nor, in a function that names a GPU on no condition
@@ -559,6 +560,16 @@ class HardcodedGpuDevice(Rule):
                 "import torch\n\n\ndef resume(model, path, args):\n"
                 "    loc = 'cuda:{}'.format(args.gpu) if torch.cuda.is_available() else \"cpu\"\n"
                 "    model.load_state_dict(torch.load(path, map_location=loc))\n"),
+        # another object's attribute, rebound per rank under a test of the distributed mode
+        # (timm's train.py: `args.device`), where each is set
+        Example("import os\n\nimport torch\n\n\ndef main(args):\n    args.device = 'cuda:0'\n"
+                "    if args.distributed:\n        args.local_rank = int(os.environ['LOCAL_RANK'])\n"
+                "        args.device = 'cuda:%d' % args.local_rank\n    return torch.zeros(1).to(args.device)\n",
+                "import os\n\nimport torch\n\n\ndef main(args):\n"
+                "    args.device = 'cuda:0' if torch.cuda.is_available() else 'cpu'\n"
+                "    if args.distributed:\n        args.local_rank = int(os.environ['LOCAL_RANK'])\n"
+                "        args.device = 'cuda:%d' % args.local_rank if torch.cuda.is_available() else 'cpu'\n"
+                "    return torch.zeros(1).to(args.device)\n"),
         # a checkpoint restored onto a GPU
         Example("import torch\n\n\ndef resume(model, path):\n"
                 "    model.load_state_dict(torch.load(path, map_location='cuda:0'))\n",
@@ -1186,21 +1197,27 @@ def _cuda_text(value: cst.BaseExpression) -> Optional[str]:
 
 def _branch_devices(a, site: CallSite, value: cst.BaseExpression,
                     seen: set) -> List[Tuple[Held, cst.CSTNode, "_Rewrite"]]:
-    """The GPU strings a name used as a device is bound to under a branch, beside the one
-    it holds as written (nanoGPT's ``device = f'cuda:{ddp_local_rank}'`` under ``if
-    ddp:``), each where it is bound: ``check`` reports those a launcher runs (a branch
-    on the distributed mode, ``unconditional``), and leaves the rest to the author."""
-    if not isinstance(value, cst.Name):
+    """The GPU strings a name (or another object's attribute) used as a device is bound to
+    under a branch, beside the one it holds as written (nanoGPT's ``device =
+    f'cuda:{ddp_local_rank}'`` under ``if ddp:``, timm's ``args.device = 'cuda:%d' %
+    args.local_rank`` under ``if args.distributed:``), each where it is bound: ``check``
+    reports those a launcher runs (a branch on the distributed mode, ``unconditional``),
+    and leaves the rest to the author."""
+    if isinstance(value, cst.Name):
+        scope, _ = a.lookup(value.value, site.scope)
+        bindings = [(b, scope) for b in scope.bindings.get(value.value, ())] if scope is not None else []
+    elif isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value != "self":
+        bindings = a.attr_sets.get(f"{value.value.value}.{value.attr.value}", [])  # args.device (timm's train.py)
+    else:
         return []
-    scope, _ = a.lookup(value.value, site.scope)
     found: List[Tuple[Held, cst.CSTNode, "_Rewrite"]] = []
-    for b in scope.bindings.get(value.value, ()) if scope is not None else ():
+    for b, scope in bindings:
         line = a.statement_line(b.value) if b.kind == "assign" and b.value is not None and b.cond else None
         if line is None or b.value in seen or not _names_gpu(b.value):
             continue
         seen.add(b.value)
         text = _cuda_text(b.value)
-        found.append((Held(b.value, scope, b.order, line, b.cond, value.value), b.value,
+        found.append((Held(b.value, scope, b.order, line, b.cond, a.code(value)), b.value,
                       _Rewrite("literal", text, b.value.quote[-1]) if text is not None  # type: ignore[attr-defined]
                       else _Rewrite("expression", quote=string_quote_of(b.value) or '"')))
     return found

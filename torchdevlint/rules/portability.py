@@ -369,11 +369,13 @@ def device_words(code: str) -> bool:
 
 def data_test(text: str, test: str) -> bool:
     """Whether an ``if``'s test (its code) asks about the data, not the device: it names
-    nothing of a device, and nothing it names is assigned, in the module's ``text``, from
-    a question to CUDA (``local_size != max_size`` of ``local_size =
-    torch.tensor([n], device="cuda")``: a tensor on a GPU, not a question)."""
-    return _DEVICE_WORDS.search(test) is None and not any(
-        _assigned(text, name, _QUESTION) for name in re.findall(r"[A-Za-z_][\w.]*", test))
+    nothing of a device, and nothing it names is assigned, in the module's ``text``, a
+    question to CUDA (``local_size != max_size`` of ``local_size =
+    torch.tensor([n], device="cuda")``: a tensor on a GPU, not a question;
+    ``has_batchnorms(student)`` of ``student = ....to(device)``, whatever ``device`` asked)."""
+    return _DEVICE_WORDS.search(test) is None and not any(  # (its own assignments only: a model moved to
+        _assigned(text, name, _QUESTION, depth=2)             # a device chosen on a question is no flag)
+        for name in re.findall(r"[A-Za-z_][\w.]*", test))
 
 
 def _assigned(text: str, name: str, what: "re.Pattern[str]", depth: int = 0,

@@ -138,7 +138,8 @@ _COUNT, _ASSERTED = "factor:count", "stmt:torch.cuda.is_available"
     (_COUNT, "steps = n // (bs * torch.cuda.device_count())", True),
     (_COUNT, "ngpu = torch.cuda.device_count()\nlr = 0.1 * ngpu", True),
     (_COUNT, "ngpu = torch.cuda.device_count()\nif ngpu > 1:\n    pass", False),
-    (_COUNT, "ids = range(torch.cuda.device_count())\nr = rank % torch.cuda.device_count()", False),
+    (_COUNT, "ids = range(torch.cuda.device_count())\nr = rank + torch.cuda.device_count()", False),
+    (_COUNT, "r = rank % torch.cuda.device_count()", True),  # (a divisor: DETR's SLURM branch)
     (_COUNT, "n = 4\nbs = 2 * n", False),
 ])
 def test_tokens_that_follow_a_name(token, code, found):

@@ -561,7 +561,7 @@ def test_a_helper_module_s_distributed_setup_and_gather_run_on_cpu_ranks_after_a
     for step in ("original", "migrated"):
         if step == "migrated":
             r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
-            assert "Converted: TDL007 7, TDL008 2" in r.stderr.decode(), r.stderr.decode()
+            assert "Converted: TDL007 7, TDL008 3" in r.stderr.decode(), r.stderr.decode()
         for rank in (0, 1):
             report = tmp_path / f"{step}-{rank}.json"
             env = {"WORLD_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
@@ -577,6 +577,7 @@ def test_a_helper_module_s_distributed_setup_and_gather_run_on_cpu_ranks_after_a
     text = (tmp_path / "util.py").read_text()
     for line in ("        padding = torch.empty(size=(max_size - local_size,), dtype=torch.uint8, "
                  "device=\"cuda\" if torch.cuda.is_available() else \"cpu\")\n",
+                 "        args.gpu = args.rank % (torch.cuda.device_count() or 1)\n",  # (SLURM's path too)
                  "    args.dist_backend = 'nccl' if torch.cuda.is_available() else 'gloo'\n"):
         assert line in text, text
     with socket.socket() as s:
@@ -976,7 +977,7 @@ def test_a_distributed_setup_that_refuses_the_cpu_runs_on_it_after_a_migration(t
     for step in ("original", "migrated"):
         if step == "migrated":
             r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
-            assert "Converted: TDL007 4, TDL008 5" in r.stderr.decode(), r.stderr.decode()
+            assert "Converted: TDL007 4, TDL008 6" in r.stderr.decode(), r.stderr.decode()
         report = tmp_path / f"{step}.json"
         sim = cli("sim", "--gpus", "2", "--report", str(report), "main_dino.py", "--port", port, cwd=tmp_path)
         assert sim.returncode == 0 and b"it 1 loss" in sim.stdout, sim.stderr.decode()

@@ -40,7 +40,7 @@ one of its tokens). A token is one of:
 - ``bare:NAME``: a call of a method NAME with no device: no positional argument (or
   ``None``), no ``device=`` but ``None``, no ``*args``/``**kwargs`` (``x.cuda()``,
   ``x.cuda(non_blocking=True)``; not ``x.cuda(0)``), as ``facts.is_bare_cuda`` reads it;
-- ``factor:count``: a GPU count multiplied or divided by (``*``, ``/``, ``//``): a call
+- ``factor:count``: a GPU count multiplied or divided by (``*``, ``/``, ``//``, ``%``): a call
   of a function named ``device_count`` as an operand, or a name so bound (``n =
   ...device_count()``) used as one;
 - ``stmt:DOTTED``: a call that is a statement of its own (or an assertion's whole
@@ -72,7 +72,7 @@ _LONGEST = 200
 # (a literal first: the search jumps from one "load" to the next; the word start is checked by hand)
 _LOAD = {str: re.compile(r"load(?:_state_dict_from_url)?\b"), bytes: re.compile(rb"load(?:_state_dict_from_url)?\b")}
 _WORD = re.compile(r"\w")
-_FACTOR_OPS = (ast.Mult, ast.Div, ast.FloorDiv)
+_FACTOR_OPS = (ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
 _IMPORT_LIST = {str: re.compile(r"[\w\s,()\\]*"), bytes: re.compile(rb"[\w\s,()\\\x80-\xff]*")}
 _COMMENT = {str: re.compile(r"#[^\n]*"), bytes: re.compile(rb"#[^\n]*")}
 _RANK = {str: RANK_MARKERS, bytes: re.compile(RANK_MARKERS.pattern.encode())}

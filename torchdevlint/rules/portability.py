@@ -69,7 +69,9 @@ _GPU_WORDS = ("cuda", "gpu")
 # `if ddp:` or `if world_size > 1:` only where the name is read from the launcher's
 # environment (nanoGPT's `ddp = int(os.environ.get('RANK', -1)) != -1`): as often the GPU
 # count (stylegan2's `is_ddp = world_size > 1` of `world_size = torch.cuda.device_count()`)
-_MODE_TEST = re.compile(r"[\w.]*(?:distributed|launcher)\w*|[\w.]*rank\b|\bdist\.is_initialized\b", re.I)
+_MODE_TEST = re.compile(r"[\w.]*(?:distributed|launcher)\w*|[\w.]*rank\b|\bdist\.is_initialized\b"
+                        # a launcher's or a scheduler's variables (`'SLURM_PROCID' in os.environ`)
+                        r"|\b(?:SLURM|OMPI_COMM_WORLD|PMI)_\w+|\bMASTER_(?:ADDR|PORT)\b", re.I)
 _MODE_IF_LAUNCHED = re.compile(r"[\w.]*(?:ddp|world_size)\w*", re.I)
 _ENVIRONMENT = re.compile(r"\benviron\b|\bgetenv\b")
 _ASKS_CUDA = re.compile(r"\bcuda\b|device_count|is_available|\bnccl\b", re.I)

@@ -71,7 +71,8 @@ class CudaOnlyCall(Rule):
         gather; `data_parallel` finds no device type). Only where it
         runs unconditionally (not under an `if`, not one side of `a if c else b` or of
         `a or b`; an `if` on the distributed mode, `if args.distributed:`, `if rank == 0:`,
-        `if ddp:` of `ddp = int(os.environ.get("RANK", -1)) != -1`, `if args.gpu is not
+        `if ddp:` of `ddp = int(os.environ.get("RANK", -1)) != -1`, `if 'SLURM_PROCID' in
+        os.environ:`, `if args.gpu is not
         None:` where `args.gpu` holds the index `mp.spawn` hands a process, is none: a
         launcher runs it on a CPU machine too; nor, in a function that holds a CUDA-only
         call on no condition, is an `if` on the data, DINO's `if
@@ -107,7 +108,8 @@ class CudaOnlyCall(Rule):
 
         The GPU count as a factor or a divisor, `batch_size=args.batch_size *
         torch.cuda.device_count()`, `lr = 0.1 * torch.cuda.device_count()`, `steps //
-        (bs * torch.cuda.device_count())`, or a name bound once to the count whose every
+        (bs * torch.cuda.device_count())`, `rank % torch.cuda.device_count()` (a
+        modulus's divisor only), or a name bound once to the count whose every
         use is one (`ngpu = torch.cuda.device_count()` ... `batch_size=2 * ngpu`): zero
         without CUDA, a batch size the loader rejects, a learning rate of 0, a division
         by zero. Not a workers count (`num_workers=4 * ngpu`: none on the CPU is fine),
@@ -182,8 +184,8 @@ class CudaOnlyCall(Rule):
         on CPU tensors), and SyncBatchNorm's conversion `... if torch.cuda.is_available()
         else model` (plain batch norms on the CPU), and the process count
         `torch.cuda.device_count() or 1` (one process on the CPU; the same count with
-        GPUs), and so a count that is a factor (`args.batch_size *
-        (torch.cuda.device_count() or 1)`), a test that calls CUDA
+        GPUs), and so a count that is a factor or a divisor (`args.batch_size *
+        (torch.cuda.device_count() or 1)`, `rank % (torch.cuda.device_count() or 1)`), a test that calls CUDA
         `torch.cuda.is_available() and <test>` (false without CUDA: the code's other
         branch, as on a GPU that fails the test), pinning `x.pin_memory() if
         torch.cuda.is_available() else x` and `pin_memory=torch.cuda.is_available()`, all
@@ -468,7 +470,7 @@ class CudaOnlyCall(Rule):
                 "    torch.distributed.init_process_group(backend=args.dist_backend, init_method='env://')\n",
                 "import os\nimport torch\n\n\ndef init_distributed_mode(args):\n"
                 "    if 'SLURM_PROCID' in os.environ:\n"
-                "        args.gpu = int(os.environ['SLURM_PROCID']) % torch.cuda.device_count()\n"
+                "        args.gpu = int(os.environ['SLURM_PROCID']) % (torch.cuda.device_count() or 1)\n"
                 "    else:\n        args.gpu = int(os.environ['LOCAL_RANK'])\n"
                 "    if torch.cuda.is_available():\n        torch.cuda.set_device(args.gpu)\n"
                 "    args.dist_backend = 'nccl' if torch.cuda.is_available() else 'gloo'\n"
@@ -558,6 +560,16 @@ class CudaOnlyCall(Rule):
                 "parser.add_argument('--dist-backend', default='nccl' if torch.cuda.is_available() else 'gloo', "
                 "type=str)\n"
                 "args = parser.parse_args()\ndist.init_process_group(backend=args.dist_backend)\n"),
+        # ... or a divisor, the rank's GPU on a scheduler's path (DETR's SLURM branch: a test of
+        # the launcher's environment is no condition); a count modulo something is no divisor
+        Example("import os\nimport torch\n\n\ndef init(args):\n    if 'SLURM_PROCID' in os.environ:\n"
+                "        args.rank = int(os.environ['SLURM_PROCID'])\n"
+                "        args.gpu = args.rank % torch.cuda.device_count()\n"
+                "    return args, torch.cuda.device_count() % 2\n",
+                "import os\nimport torch\n\n\ndef init(args):\n    if 'SLURM_PROCID' in os.environ:\n"
+                "        args.rank = int(os.environ['SLURM_PROCID'])\n"
+                "        args.gpu = args.rank % (torch.cuda.device_count() or 1)\n"
+                "    return args, torch.cuda.device_count() % 2\n"),
         # SyncBatchNorm: plain batch norms on the CPU
         Example("import torch\nimport torch.nn as nn\n\n\ndef build(rank):\n    model = nn.Sequential(nn.Conv2d(3, 8, 3), "
                 "nn.BatchNorm2d(8))\n    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n    return model\n",
@@ -677,8 +689,10 @@ class CudaOnlyCall(Rule):
                     self._one_process(ctx, site, count))
             elif factor is not None:  # batch_size * torch.cuda.device_count() -> (... or 1)
                 yield ctx.violation(
-                    site.node, f"`{func}()` is a factor (`{a.code(factor)}`): zero without CUDA (a batch size "
-                               "of 0, a learning rate of 0, a division by zero)",
+                    site.node, f"`{func}()` is a divisor (`{a.code(factor)}`): zero without CUDA (a division by zero)"
+                    if isinstance(factor.operator, cst.Modulo) else
+                    f"`{func}()` is a factor (`{a.code(factor)}`): zero without CUDA (a batch size of 0, a learning "
+                    "rate of 0, a division by zero)",
                     self._at_least_one(ctx, site, parens=site.node in (factor.left, factor.right)))
             elif backend is not None:  # "nccl" -> "nccl" if ... else "gloo", where it is written
                 counted.add(backend)
@@ -1115,17 +1129,24 @@ def _tested(a, site: CallSite) -> Optional[cst.BaseExpression]:
 def _factor(a, site: CallSite) -> Optional[cst.BinaryOperation]:
     """Where ``torch.cuda.device_count()`` at ``site`` is multiplied or divided by (the
     arithmetic around it: ``args.batch_size * torch.cuda.device_count()``, ``steps //
-    (bs * torch.cuda.device_count())``), or, as the value of ``n_gpu = ...`` (its one
-    binding), the first of that name's uses, all of which are factors (``batch_size=2 *
-    n_gpu``): without CUDA the product is zero. Not a product a keyword argument names
-    workers with (``num_workers=4 * n_gpu``: none on the CPU does no harm)."""
+    (bs * torch.cuda.device_count())``, ``rank % torch.cuda.device_count()``), or, as the
+    value of ``n_gpu = ...`` (its one binding), the first of that name's uses, all of
+    which are factors (``batch_size=2 * n_gpu``): without CUDA the product is zero. Not a
+    product a keyword argument names workers with (``num_workers=4 * n_gpu``: none on the
+    CPU does no harm), nor one a CUDA-only call takes (``torch.cuda.set_device(rank %
+    num_gpus)``, mmcv's and BasicSR's: that call's own fix keeps it from running)."""
     if site.qualname != _COUNT or site.node.args or site.line is None:
         return None
     found = _uses_of_result(a, site)
     if found is None:
         found = _Uses(lambda n: n is site.node)
         walk(site.line, found)
-    return found.factor()
+    factor = found.factor()
+    if factor is not None and any(
+            (s.qualname in N.CUDA_ONLY or s.qualname in N.SET_DEVICE) and any(
+                evaluated(arg.value, factor) is not None for arg in s.node.args) for s in a.calls):
+        return None
+    return factor
 
 
 def _cpu_counterpart(a, site: CallSite, kept: bool) -> Optional[str]:
@@ -1168,12 +1189,13 @@ def _uses_of_result(a, site: CallSite) -> Optional["_Uses"]:
 
 
 # (not `%`: `rank % torch.cuda.device_count()` is a rank's GPU index, its `set_device`'s finding)
-_ARITHMETIC = (cst.Multiply, cst.Divide, cst.FloorDivide)
+_ARITHMETIC = (cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo)
 
 
 class _Uses(cst.CSTVisitor):
     """The uses of one node or name (``is_use``) in the code walked (``nodes``): each an
-    operand of ``*``, ``/``, ``//`` (the operation) or anything else (None)."""
+    operand of ``*``, ``/``, ``//`` or the divisor of ``%`` (the operation) or anything
+    else (None)."""
 
     def __init__(self, is_use: Callable[[cst.CSTNode], bool]) -> None:
         self.is_use = is_use
@@ -1188,7 +1210,8 @@ class _Uses(cst.CSTVisitor):
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if isinstance(node.operator, _ARITHMETIC):
-            for side in (node.left, node.right):
+            # (a modulus only as the divisor: `rank % torch.cuda.device_count()`, DETR's SLURM path)
+            for side in (node.right,) if isinstance(node.operator, cst.Modulo) else (node.left, node.right):
                 if self.is_use(side):
                     self.uses.append(node)
                     self.operands.add(side)

@@ -3,10 +3,13 @@ CUDA-only call) share: whether code needs CUDA *unconditionally*, and where a fi
 write a ``torch.cuda.is_available()`` test.
 
 Code that already decides what happens without CUDA is left alone: a site under an
-``if``/``else``/``case`` (not an ``if`` on the distributed mode, ``if args.distributed:``:
-a launcher runs either branch on a CPU machine), one side of ``a if c else b`` or of ``a
-or b``, a function (or, at module level, a module) that asks ``is_available()``/``device_count()`` or tells the
-CPU from CUDA itself (``if device.type == "cpu": return``), an ``if`` around it that
+``if``/``else``/``case`` (not an ``if`` on the distributed mode, ``if args.distributed:``,
+``if args.gpu is not None:`` of a spawned process's index, ``if 'SLURM_PROCID' in
+os.environ:``: a launcher runs either branch on a CPU machine; nor, in a function that
+needs CUDA on no condition elsewhere, an ``if`` on the data: the fix would half convert
+the function), one side of ``a if c else b`` or of ``a or b``, a function (or, at module
+level, a module) that asks ``is_available()``/``device_count()`` or tells the CPU from
+CUDA itself (``if device.type == "cpu": return``), an ``if`` around it that
 asks, or an enclosing function or class named or decorated for CUDA or a GPU (``class
 CudaTimer``, ``@unittest.skipIf(not torch.cuda.is_available(), ...)``,
 ``@requires_cuda``, ``@pytest.mark.gpu``): code meant for GPUs only.
@@ -359,7 +362,7 @@ def mode_test(text: str, test: str, ranks: FrozenSet[str] = frozenset()) -> bool
     launched = [m.group(0) for m in _MODE_IF_LAUNCHED.finditer(test)]
     if not names and not spawned and not any(_assigned(text, name, _ENVIRONMENT) for name in launched):
         return False
-    return _DEVICE_WORDS.search(test) is None and not any(
+    return not device_words(test) and not any(
         _assigned(text, n, _ASKS_CUDA, unless=_ENVIRONMENT) for n in names + launched)
 
 
@@ -375,8 +378,8 @@ def data_test(text: str, test: str) -> bool:
     question to CUDA (``local_size != max_size`` of ``local_size =
     torch.tensor([n], device="cuda")``: a tensor on a GPU, not a question;
     ``has_batchnorms(student)`` of ``student = ....to(device)``, whatever ``device`` asked)."""
-    return _DEVICE_WORDS.search(test) is None and not any(  # (its own assignments only: a model moved to
-        _assigned(text, name, _QUESTION, depth=2)             # a device chosen on a question is no flag)
+    return not device_words(test) and not any(  # (its own assignments only: a model moved to
+        _assigned(text, name, _QUESTION, depth=2)   # a device chosen on a question is no flag)
         for name in re.findall(r"[A-Za-z_][\w.]*", test))
 
 

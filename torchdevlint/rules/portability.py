@@ -197,6 +197,11 @@ def held_attribute(a, site: CallSite, attribute: cst.Attribute,
     if base.value == "self":
         klass = a.enclosing_class(site.scope)
         sets = klass.self_attr_sets.get(attr, ()) if klass is not None else ()
+        if alternative is not None and len(sets) > 1:  # (`self.device = 'cuda'`, then per rank under an `if`)
+            conds = {order: klass.self_attr_conds.get((attr, order), ()) for _, _, order in sets}  # type: ignore
+            plain = [s for s in sets if not conds[s[2]]]
+            if len(plain) == 1 and all(m == plain[0][1] and alternative(v) for v, m, o in sets if conds[o]):
+                sets = plain
         method = klass.methods.get(sets[0][1]) if len(sets) == 1 else None  # type: ignore[union-attr]
         if method is None:
             return None

@@ -10,7 +10,7 @@ from typing import Iterable, List, Optional, Tuple
 import libcst as cst
 
 from .. import names as N
-from ..analysis import CallSite, compared
+from ..analysis import Binding, CallSite, compared
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import (Held, LibraryLevel, asks_for_cuda, beside_unconditional, evaluated, guard_statement,
@@ -554,6 +554,16 @@ class HardcodedGpuDevice(Rule):
                 "import torch\n\n\ndef f(x, flag):\n"
                 "    y = torch.zeros(1, device='cuda' if torch.cuda.is_available() else 'cpu')\n    if flag.use_gpu:\n"
                 "        x = x.to('cuda')\n    return x, y\n"),
+        # ... or the trainer's own attribute, set in one method
+        Example("import os\n\nimport torch\n\n\nclass Trainer:\n    def __init__(self, distributed):\n"
+                "        self.device = 'cuda'\n        if distributed:\n"
+                "            self.device = f'cuda:{int(os.environ[\"LOCAL_RANK\"])}'\n\n"
+                "    def step(self, x):\n        return x.to(self.device)\n",
+                "import os\n\nimport torch\n\n\nclass Trainer:\n    def __init__(self, distributed):\n"
+                "        self.device = 'cuda' if torch.cuda.is_available() else 'cpu'\n        if distributed:\n"
+                "            self.device = f'cuda:{int(os.environ[\"LOCAL_RANK\"])}' if torch.cuda.is_available() "
+                "else 'cpu'\n\n"
+                "    def step(self, x):\n        return x.to(self.device)\n"),
         # a location built at run time, held by a name (the ImageNet trainer's resume)
         Example("import torch\n\n\ndef resume(model, path, args):\n    loc = 'cuda:{}'.format(args.gpu)\n"
                 "    model.load_state_dict(torch.load(path, map_location=loc))\n",
@@ -1208,6 +1218,12 @@ def _branch_devices(a, site: CallSite, value: cst.BaseExpression,
         bindings = [(b, scope) for b in scope.bindings.get(value.value, ())] if scope is not None else []
     elif isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value != "self":
         bindings = a.attr_sets.get(f"{value.value.value}.{value.attr.value}", [])  # args.device (timm's train.py)
+    elif isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):  # self.device, per rank
+        klass, attr = a.enclosing_class(site.scope), value.attr.value
+        methods = klass.methods if klass is not None else {}
+        bindings = [(Binding(attr, "assign", v, order, klass.self_attr_conds.get((attr, order), ())),  # type: ignore
+                     methods[m].scope) for v, m, order in (klass.self_attr_sets.get(attr, ()) if klass else ())
+                    if m in methods]
     else:
         return []
     found: List[Tuple[Held, cst.CSTNode, "_Rewrite"]] = []

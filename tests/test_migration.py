@@ -989,3 +989,22 @@ def test_a_distributed_setup_that_refuses_the_cpu_runs_on_it_after_a_migration(t
     after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert after.returncode == 0 and after.stdout.splitlines()[-1].startswith("it 1 loss"), after.stderr
     assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""
+
+
+def test_the_one_gpu_branch_keeps_the_file_s_line_breaks():
+    """The elif-is_available rewrite writes the branch as written, in a CRLF file with its
+    CRLF line breaks (not a mixed file), and keeps the header's comment."""
+    from torchdevlint.settings import Settings
+
+    source = ("import os\r\nimport sys\r\nimport torch\r\nimport torch.distributed as dist\r\n\r\n\r\n"
+              "def init(args):\r\n    if 'RANK' in os.environ:\r\n        args.rank = int(os.environ['RANK'])\r\n"
+              "    elif torch.cuda.is_available():  # one process\r\n        args.rank = 0\r\n        args.gpu = 0\r\n"
+              "    else:\r\n        print('Does not support training without GPU.')\r\n        sys.exit(1)\r\n"
+              "    dist.init_process_group('gloo')\r\n")
+    settings = Settings(extend_select=("TDL008",))
+    out = fixed(source, settings=settings)
+    assert out == ("import os\r\nimport sys\r\nimport torch\r\nimport torch.distributed as dist\r\n\r\n\r\n"
+                   "def init(args):\r\n    if 'RANK' in os.environ:\r\n        args.rank = int(os.environ['RANK'])\r\n"
+                   "    else:  # one process\r\n        args.rank = 0\r\n        args.gpu = 0\r\n"
+                   "    dist.init_process_group('gloo')\r\n"), repr(out)
+    assert fixed(out, settings=settings) == out

@@ -889,11 +889,12 @@ def _cuda_only(a, site: CallSite, entered: set) -> bool:
 
 
 def _written(a, start: Tuple[int, int], end: Tuple[int, int]) -> str:
-    """The source between two positions, as written (lines joined by ``\\n``)."""
+    """The source between two positions, as written (lines joined by the module's own
+    line break)."""
     lines = a.lines[start[0] - 1:end[0]]
     if len(lines) == 1:
         return lines[0][start[1]:end[1]]
-    return "\n".join([lines[0][start[1]:]] + lines[1:-1] + [lines[-1][:end[1]]])
+    return a.module.default_newline.join([lines[0][start[1]:]] + lines[1:-1] + [lines[-1][:end[1]]])
 
 
 def _stopping_else(ctx: Context, site: CallSite) -> Optional[cst.If]:

@@ -660,18 +660,14 @@ class CudaOnlyCall(Rule):
                                           "nothing after it runs on the CPU", self._remove(ctx, site, stop))
                 continue
             block = site.node in entered
-            named = _nccl_backend(a, site)
+            named, sync_bn, count, factor, pinned = _what(a, site)
             backend = named[1] if named is not None else None
-            sync_bn = _sync_batchnorm_module(site)
             test = _tested(a, site) if site.qualname in N.CUDA_ONLY else None
             if test is not None:  # if torch.cuda.get_device_capability()[0] >= 8: -> if ... and ...
                 if unconditional(ctx, site, site.node, stops_only=True, header=site.line is None):
                     yield ctx.violation(site.node, f"`{a.code(site.node.func)}()` in a test {_NEEDS}",
                                         self._and_available(ctx, site, test))
                 continue
-            count = _gpu_count_processes(a, site)
-            factor = _factor(a, site) if count is None else None
-            pinned = _pinned(a, site)
             if (count is not None and count in counted) or (backend is not None and backend in counted) or (
                     named is not None and named[0] is not site
                     and not unconditional(ctx, named[0], backend, stops_only=True)):
@@ -882,10 +878,24 @@ def _beside_unconditional(ctx: Context, site: CallSite, entered: set) -> bool:
 def _cuda_only(a, site: CallSite, entered: set) -> bool:
     """Whether the call at ``site`` needs CUDA by what it is (the candidates of ``check``,
     but for a backend a name holds, judged where it is bound)."""
-    named = _nccl_backend(a, site)
+    named, sync_bn, count, factor, pinned = _what(a, site)
     return (site.qualname in N.CUDA_ONLY or site.node in entered or (named is not None and named[0] is site)
-            or _sync_batchnorm_module(site) is not None or _gpu_count_processes(a, site) is not None
-            or _factor(a, site) is not None or _pinned(a, site) is not None or _binds_a_gpu(a, site))
+            or sync_bn is not None or count is not None or factor is not None or pinned is not None
+            or _binds_a_gpu(a, site))
+
+
+def _what(a, site: CallSite) -> tuple:
+    """What makes the call at ``site`` CUDA-only, once per site (``check`` and
+    ``_cuda_only`` both ask): the NCCL backend it names (and where it is set), the module
+    it converts to SyncBatchNorm, the GPU count it starts processes by, the count it
+    multiplies or divides by, what it pins."""
+    memo = a.memo.setdefault("tdl008_what", {})
+    found = memo.get(site.node)
+    if found is None:
+        count = _gpu_count_processes(a, site)
+        found = memo[site.node] = (_nccl_backend(a, site), _sync_batchnorm_module(site), count,
+                                   _factor(a, site) if count is None else None, _pinned(a, site))
+    return found
 
 
 def _written(a, start: Tuple[int, int], end: Tuple[int, int]) -> str:

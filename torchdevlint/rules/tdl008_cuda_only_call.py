@@ -937,10 +937,11 @@ def _stopping_else(ctx: Context, site: CallSite) -> Optional[cst.If]:
             part in ("try", "handler") or (part in ("body", "orelse", "case") and key not in chain)
             for key, part in site.cond):
         return None
-    fn = a.enclosing_function(site.scope)
-    if fn is None and not a.devices.is_script or fn is not None and not a.devices.is_script and not any(
-            s.qualname in N.INIT_PROCESS_GROUP_TORCH and a.enclosing_function(s.scope) is fn for s in a.calls):
-        return None
+    if not a.devices.is_script:  # (a library: only in a function that starts a process group)
+        fn = a.enclosing_function(site.scope)
+        if fn is None or not any(s.qualname in N.INIT_PROCESS_GROUP_TORCH and a.enclosing_function(s.scope) is fn
+                                 for s in a.calls):
+            return None
     return branch
 
 

@@ -189,8 +189,10 @@ def patch_distributed(sim, set_attr) -> None:
             group = current_group()
             if group is not None:
                 settle(group)
-                if group.world_size > 1 and name in _SHAPED and _default_group(signatures[name], args, kwargs):
-                    return _as_world(name, signatures[name].bind(*args, **kwargs).arguments, group)
+                if group.world_size > 1 and name in _SHAPED:
+                    params = signatures[name].bind(*args, **kwargs).arguments
+                    if params.get("group") is None:  # the default group, the simulated world (not a new_group's)
+                        return _as_world(name, params, group)
             return original(*args, **kwargs)
 
         run.__name__ = name
@@ -234,12 +236,6 @@ class _Done:
 
     def is_completed(self) -> bool:
         return True
-
-
-def _default_group(signature: inspect.Signature, args, kwargs) -> bool:
-    """Whether a collective runs on the default group (the simulated world), not on a
-    group of its own (``new_group``: left to gloo, a world of one)."""
-    return signature.bind(*args, **kwargs).arguments.get("group") is None
 
 
 def _as_world(name: str, params: Dict[str, Any], group: Group):

@@ -1009,3 +1009,145 @@ def test_the_one_gpu_branch_keeps_the_file_s_line_breaks():
                    "    else:  # one process\r\n        args.rank = 0\r\n        args.gpu = 0\r\n"
                    "    dist.init_process_group('gloo')\r\n"), repr(out)
     assert fixed(out, settings=settings) == out
+
+
+SSD_TRAIN = textwrap.dedent("""\
+    import argparse
+
+    import torch
+    import torch.nn as nn
+    from torch.autograd import Variable
+
+    from layers import MultiBoxLoss, PriorBox
+
+
+    def str2bool(v):
+        return v.lower() in ("yes", "true", "t", "1")
+
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--cuda', default=True, type=str2bool, help='Use CUDA to train model')
+    args = parser.parse_args()
+
+    if torch.cuda.is_available():
+        if args.cuda:
+            torch.set_default_tensor_type('torch.cuda.FloatTensor')
+        if not args.cuda:
+            torch.set_default_tensor_type('torch.FloatTensor')
+    else:
+        torch.set_default_tensor_type('torch.FloatTensor')
+
+
+    class SSD(nn.Module):
+        def __init__(self):
+            super(SSD, self).__init__()
+            self.vgg = nn.Conv2d(3, 4, 3, padding=1)
+            self.loc = nn.Conv2d(4, 4, 1)
+            self.priors = Variable(PriorBox(4).forward(), volatile=True)
+
+        def forward(self, x):
+            x = self.vgg(x)
+            return self.loc(x).permute(0, 2, 3, 1).reshape(x.size(0), -1, 4), self.priors
+
+
+    def train():
+        torch.manual_seed(0)
+        ssd_net = SSD()
+        net = ssd_net
+        if args.cuda:
+            net = torch.nn.DataParallel(ssd_net)
+        torch.save(ssd_net.vgg.state_dict(), 'vgg.pth')
+        ssd_net.vgg.load_state_dict(torch.load('vgg.pth'))
+        if args.cuda:
+            net = net.cuda()
+        criterion = MultiBoxLoss(args.cuda)
+        for iteration in range(2):
+            images = torch.rand(2, 3, 4, 4)
+            targets = [torch.rand(1, 4), torch.rand(1, 4)]
+            if args.cuda:
+                images = Variable(images.cuda())
+                targets = [Variable(ann.cuda(), volatile=True) for ann in targets]
+            loss = criterion(net(images), targets)
+            loss.backward()
+            print('iter %d loss %.4f' % (iteration, loss.item()))
+
+
+    if __name__ == '__main__':
+        train()
+    """)
+
+SSD_LAYERS = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class PriorBox(object):
+        def __init__(self, size):
+            self.size = size
+
+        def forward(self):
+            mean = []
+            for i in range(self.size * self.size):
+                mean += [(i % self.size + 0.5) / self.size, (i // self.size + 0.5) / self.size, 0.2, 0.2]
+            return torch.Tensor(mean).view(-1, 4)
+
+
+    class MultiBoxLoss(nn.Module):
+        def __init__(self, use_gpu=True):
+            super(MultiBoxLoss, self).__init__()
+            self.use_gpu = use_gpu
+
+        def forward(self, predictions, targets):
+            loc_data, priors = predictions
+            num = loc_data.size(0)
+            priors = priors[:loc_data.size(1), :]
+            loc_t = torch.Tensor(num, priors.size(0), 4)
+            for idx in range(num):
+                loc_t[idx] = (targets[idx][:, :4] - priors).abs()
+            if self.use_gpu:
+                loc_t = loc_t.cuda()
+            return F.smooth_l1_loss(loc_data, loc_t)
+    """)
+
+
+def test_a_cuda_default_tensor_type_stays_while_the_program_builds_with_torch_tensor(tmp_path):
+    """ssd.pytorch's shape: the script sets `torch.cuda.FloatTensor` as the default
+    type (under `is_available()`), and its prior boxes and loss targets are built with
+    `torch.Tensor(...)` in another module. `set_default_device` would leave those on the
+    CPU, beside the GPU's tensors: on one GPU (DataParallel does not gather there) the
+    loss would mix devices. The default type stays (display, naming the call); the rest
+    of the migration goes ahead: the script runs on the CPU, and under the simulator
+    with one and two GPUs places and computes what it did before."""
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(SSD_TRAIN)
+    (tmp_path / "layers.py").write_text(SSD_LAYERS)
+    before = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert before.returncode != 0 and "CUDA" in before.stderr
+    runs = {}
+    for step in ("original", "migrated"):
+        if step == "migrated":
+            r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+            report = r.stderr.decode()
+            assert "Converted: TDL001 3, TDL006 1, TDL201 1" in report, report
+            assert "TDL005     1  display only" in report and "(layers.py:14)" in report, report
+        for gpus in ("1", "2"):
+            placed = tmp_path / f"{step}-{gpus}.json"
+            sim = cli("sim", "--gpus", gpus, "--report", str(placed), "train.py", cwd=tmp_path)
+            assert sim.returncode == 0, sim.stderr.decode()
+            runs[step, gpus] = (sim.stdout, json.loads(placed.read_text())["devices"])
+    for gpus in ("1", "2"):
+        (out, placed), (out_after, placed_after) = runs["original", gpus], runs["migrated", gpus]
+        assert out == out_after and out.count(b"loss") == 2, gpus
+        # the same, but for the checkpoint's two tensors (a 4x3x3x3 weight, 4 biases), which
+        # `map_location="cpu"` now loads onto the CPU before `load_state_dict` copies them
+        assert placed_after["cuda:0"] == {"tensors": placed["cuda:0"]["tensors"] - 2,
+                                          "bytes": placed["cuda:0"]["bytes"] - 4 * (108 + 4)}, (placed, placed_after)
+        assert {k: v for k, v in placed.items() if k != "cuda:0"} == \
+            {k: v for k, v in placed_after.items() if k != "cuda:0"}, (placed, placed_after)
+    assert "torch.set_default_tensor_type('torch.cuda.FloatTensor')" in (tmp_path / "train.py").read_text()
+    after = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0 and after.stdout.count("loss") == 2, after.stderr
+    assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""

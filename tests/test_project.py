@@ -181,3 +181,60 @@ def test_a_configuration_a_library_imports_or_a_script_that_hides_gpus_stays_dis
         _configured(root, **kwargs)
         tree = cli("check", "--no-cache", "--output-format", "json", "--select", "TDL007", ".", cwd=root).stdout
         assert _applicability(tree) == [(6, "display")], kwargs
+
+
+SSD_TRAIN = '''\
+import torch
+from layers.functions import PriorBox
+
+if __name__ == "__main__":
+    if torch.cuda.is_available():
+        torch.set_default_tensor_type("torch.cuda.FloatTensor")
+    print(PriorBox().forward())
+'''
+
+PRIOR_BOX = '''\
+import torch
+
+
+class PriorBox(object):
+    def forward(self):
+        # torch.Tensor(...) in a comment is no call
+        ok = isinstance(None, torch.Tensor)
+        return {}
+'''
+
+
+def test_a_default_tensor_type_waits_for_the_programs_legacy_constructors(tmp_path):
+    """SSD's shape: the script sets a CUDA default type, and its prior boxes are built
+    with `torch.Tensor(mean)` in another module, which would stay on the CPU after
+    `set_default_device`. Alone, the script cannot tell (display, blocked_by
+    constructors); over the tree, the rewrite waits for that call to get a device, and
+    goes ahead once no file of the run has one."""
+    (tmp_path / "layers" / "functions").mkdir(parents=True)
+    (tmp_path / "layers" / "__init__.py").write_text("")
+    (tmp_path / "layers" / "functions" / "__init__.py").write_text("from .prior_box import PriorBox\n")
+    prior_box = tmp_path / "layers" / "functions" / "prior_box.py"
+    prior_box.write_text(PRIOR_BOX.replace("return {}", "return torch.Tensor([0.5, 0.5]).view(-1, 2)"))
+    (tmp_path / "train.py").write_text(SSD_TRAIN)
+
+    def tdl005(*paths):
+        out = cli("check", "--no-cache", "--unsafe-fixes", "--output-format", "json", "--select", "TDL005", *paths,
+                  cwd=tmp_path).stdout
+        return [(v["location"]["row"], v["fix"]["applicability"], v["fix"]["blocked_by"], v["fix"]["message"])
+                for v in json.loads(out)]
+
+    (alone,) = tdl005("train.py")
+    assert alone[:3] == (6, "display", ["constructors"]) and "`layers.functions`" in alone[3]
+    (tree,) = tdl005(".")
+    assert tree[:2] == (6, "display") and "(layers/functions/prior_box.py:8)" in tree[3]
+    cli("fix", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+    assert 'set_default_tensor_type("torch.cuda.FloatTensor")' in (tmp_path / "train.py").read_text()
+
+    prior_box.write_text(PRIOR_BOX)  # no legacy constructor left in the program
+    (tree,) = tdl005(".")
+    assert tree[1] == "unsafe"
+    assert tdl005("train.py")[0][1] == "display"  # alone, it still cannot tell
+    cli("fix", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+    fixed = (tmp_path / "train.py").read_text()
+    assert "torch.set_default_dtype(torch.float32)" in fixed and "torch.set_default_device(device)" in fixed

@@ -61,7 +61,8 @@ class Fix:
     # words): ``receiver`` -- the receiver is not provably torch, which the whole-run
     # index of a CLI run may still prove; ``importers`` -- the fix would run a CUDA
     # question at a library module's import, which the index may show only the run's
-    # scripts do
+    # scripts do; ``constructors`` -- another module of the program may call
+    # ``torch.Tensor(...)``, which the index reads (TDL005's default tensor type)
     blocked_by: FrozenSet[str] = frozenset()
     # what ``fix`` applies without ``--unsafe-fixes`` when it differs from this fix: a
     # behaviour-preserving variant (TDL001: ``device = torch.device("cuda")`` where this fix

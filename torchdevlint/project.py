@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Dict, Iterable, List, Optional, Set, Tuple
@@ -28,6 +29,11 @@ class ProjectIndex:
     # their module level runs where a script starts (a yacs configuration's defaults)
     script_modules: Set[str] = field(default_factory=set)
     imported_by_scripts: bool = False  # ... the file this copy is handed with is one (``for_file``)
+    # where the run's files call the legacy constructor `torch.Tensor(...)` (path -> first
+    # line), read only when a fix asks (``build_index(constructors=True)``): it followed a
+    # CUDA default tensor type, and does not follow a default device (TDL005)
+    legacy_constructors: Optional[Dict[str, int]] = None
+    path: str = ""  # the file this copy is handed with (``for_file``)
 
     def fingerprint(self) -> str:
         """What the index says, as a hash: a cached whole-run result holds while it is equal."""
@@ -35,12 +41,19 @@ class ProjectIndex:
         import json
 
         data = [sorted(self.classes.items()), sorted((k, sorted(v)) for k, v in self.exports.items()),
-                sorted(self.script_modules)]
+                sorted(self.script_modules), sorted((self.legacy_constructors or {}).items())]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:16]
 
     def for_file(self, path: str) -> "ProjectIndex":
         """The index as the analysis of ``path`` reads it."""
-        return replace(self, imported_by_scripts=path in self.script_modules)
+        return replace(self, imported_by_scripts=path in self.script_modules, path=path)
+
+    def constructors_elsewhere(self) -> Optional[List[Tuple[str, int]]]:
+        """The run's other files that call ``torch.Tensor(...)`` (path, line); None when
+        the index did not read them."""
+        if self.legacy_constructors is None:
+            return None
+        return sorted((p, line) for p, line in self.legacy_constructors.items() if p != self.path)
 
     def lookup(self, qualname: str) -> Optional[ClassFacts]:
         """Facts for ``pkg.models.Generator`` or ``.models.Generator`` (a relative import):
@@ -65,7 +78,7 @@ MAX_FILES = 500  # files read to index one run: the seeds' imports, and their ba
 
 
 def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
-                importees: Tuple[str, ...] = ()) -> ProjectIndex:
+                importees: Tuple[str, ...] = (), constructors: bool = False) -> ProjectIndex:
     """The index of the classes that ``seeds`` (default: every path) can reach through
     imports among ``paths`` (``read(path)`` gives bytes, raising OSError): the modules
     they import, and the modules those import (for base classes), at most ``MAX_FILES``.
@@ -76,7 +89,9 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
     list) only leaves a fix unsafe.
 
     ``importees``: files to tell whether only the run's scripts import them (the
-    index's ``script_modules``); that reads the imports of every file of the run."""
+    index's ``script_modules``); that reads the imports of every file of the run.
+    ``constructors``: find every file of the run that calls ``torch.Tensor(...)`` (all of
+    them, not only what the seeds reach: a module a deeper import reaches counts too)."""
     base = os.path.commonpath([os.path.abspath(os.path.dirname(p) or ".") for p in paths]) if paths else ""
     by_key: Dict[str, List[str]] = {}
     keys_of: Dict[str, List[str]] = {}
@@ -148,7 +163,33 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
         index.classes[qual] = facts.pop() if len(facts) == 1 else None  # two files disagree: unknown
     if importees:
         index.script_modules = _script_modules(importees, keys_of, by_key, lambda p: text_of(p) or "")
+    if constructors:
+        index.legacy_constructors = {}
+        for path in keys_of:
+            text = text_of(path) or ""
+            hit = _LEGACY_TENSOR.search(text) if "torch.Tensor(" in text else None
+            if hit is not None:
+                index.legacy_constructors[path] = text.count("\n", 0, hit.start()) + 1
     return index
+
+
+# the legacy constructor, called (not `isinstance(x, torch.Tensor)`, not a comment's)
+_LEGACY_TENSOR = re.compile(r"^[^#\n]*?\btorch\.Tensor\(", re.M)
+
+# modules that no program of a run defines and that build no tensor with the legacy
+# constructor: torch's own family and common packages (the standard library too)
+_OUTSIDE = frozenset({
+    "__future__", "torch", "torchvision", "torchaudio", "torchtext", "numpy", "scipy", "PIL", "cv2",
+    "matplotlib", "pandas", "tqdm", "yaml", "h5py", "skimage", "sklearn", "six", "tensorboardX",
+})
+
+
+def outside_program(module: str) -> bool:
+    """``module`` (as an import names it; relative ones keep their dots) cannot be one
+    of the program's own: the standard library, torch, numpy ... (Python 3.9 cannot
+    tell the standard library: every other name may be the program's)."""
+    head = module.split(".")[0]
+    return bool(head) and (head in _OUTSIDE or head in getattr(sys, "stdlib_module_names", ()))
 
 
 # a script's entry point

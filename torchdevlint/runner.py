@@ -616,8 +616,9 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
                   look: FrozenSet[str] = frozenset()) -> None:
     """The whole-run pass: files whose fixes stayed unsafe only because a receiver was
     not provably torch are looked at again with an index of the classes their imports
-    reach among the run's files (``project``), and files whose fixes would ask about
-    CUDA at a library's module level with whether only the run's scripts import them.
+    reach among the run's files (``project``), files whose fixes would ask about
+    CUDA at a library's module level with whether only the run's scripts import them,
+    and files whose default tensor type waits on the run's `torch.Tensor(...)` calls.
     Only fixes can change, never findings.
     In ``check``, its results are cached (``cached``: the cache, and the digest of every
     file the first pass read) under the file's digest and the index's own fingerprint:
@@ -626,7 +627,7 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
         return
     needy = [p for p in paths if any(
         v.fix is not None and ((v.fix.applicability is Applicability.UNSAFE and "receiver" in v.fix.blocked_by)
-                               or "importers" in v.fix.blocked_by)
+                               or not v.fix.blocked_by.isdisjoint(("importers", "constructors")))
         for v in results[p].violations)]
     if not needy:
         return
@@ -644,8 +645,10 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
             return  # a warm run: no index to build
     importees = tuple(p for p in needy if any(v.fix is not None and "importers" in v.fix.blocked_by
                                               for v in results[p].violations))
-    project = build_index(paths, read_source, seeds=needy, importees=importees)
-    if not any(project.classes.values()) and not project.script_modules:
+    constructors = any(v.fix is not None and "constructors" in v.fix.blocked_by
+                       for p in needy for v in results[p].violations)
+    project = build_index(paths, read_source, seeds=needy, importees=importees, constructors=constructors)
+    if not any(project.classes.values()) and not project.script_modules and not constructors:
         if tree is not None:  # nothing the index could prove: the first pass's answers stand
             for path in needy:
                 cache.put(path, "", results[path].violations, whole_run=True, tree=tree)  # type: ignore[union-attr]

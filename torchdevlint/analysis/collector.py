@@ -114,6 +114,7 @@ class _Collector(cst.CSTVisitor):
         # top-level statement of the module, the names it binds to torch itself)
         self.torch_imports: List[tuple] = []
         self.star_imports: List[str] = []  # modules of `from M import *` at module level
+        self.imported_modules: List[str] = []  # every module an import names (relative: with its dots)
         # what is assigned to an attribute of a name other than `self` (`args.device =
         # "cuda"`, a configuration's `_C.MODEL.DEVICE = "cuda"`), keyed by its dotted
         # spelling ("args.device"), in any scope: the binding (kind "other", no value,
@@ -336,6 +337,7 @@ class _Collector(cst.CSTVisitor):
 
     def visit_Import(self, node: cst.Import) -> None:
         dotted_names = [_dotted(a.name) for a in node.names]
+        self.imported_modules.extend(dotted_names)
         if any(d.split(".")[0] == "torch" for d in dotted_names):
             self._torch_import(node, [
                 ident(a.asname.name.value) if a.asname is not None and isinstance(a.asname.name, cst.Name)
@@ -356,6 +358,7 @@ class _Collector(cst.CSTVisitor):
         # relative modules keep their dots (``.models``): only the whole-run index
         # (``project``) can tell what they are
         base = "." * len(node.relative) + (_dotted(node.module) if node.module is not None else "")
+        self.imported_modules.append(base)
         if isinstance(node.names, cst.ImportStar):
             if self.scope is self.module_scope:
                 self.star_imports.append(base)

@@ -62,6 +62,7 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         self.complete_ifs = collector.complete_ifs
         self.ifs = collector.ifs
         self.star_imports = collector.star_imports
+        self.imported_modules = collector.imported_modules
         self.attr_sets = collector.attr_sets
         self._ranges: Dict[cst.CSTNode, tuple] = {}
         self._line_ranges: Dict[cst.SimpleStatementLine, object] = {}

@@ -10,6 +10,7 @@ import libcst as cst
 from ..analysis import CallSite, walk
 from ..names import DTYPES, LEGACY_CUDA_TYPES as LEGACY
 from ..model import Applicability, Edit, Fix, Violation
+from ..project import outside_program
 from .base import Context, Example, Rule
 
 # what `fix --unsafe-fixes` inserts in a library function that places work (the examples)
@@ -84,7 +85,13 @@ class LegacyCudaTensorType(Rule):
         **unsafe**, for `torch.Tensor(...)` followed the default type and does not follow
         a default device: this module's own become `torch.empty(size)` /
         `torch.tensor(data, dtype=...)`, which do (display-only where the argument may be
-        either).
+        either). Another module's would stay on the CPU beside tensors on the GPU (SSD's
+        prior boxes, built with `torch.Tensor(mean)` in `layers/functions/prior_box.py`):
+        where the file imports modules of its own program (anything but the standard
+        library, torch's family and common numeric packages) the rewrite is display-only,
+        unless `torchdevlint fix` runs over the program and no other file of the run
+        calls `torch.Tensor(...)` (the whole-run index; a single file and the flake8
+        plugin cannot tell).
 
         The alias idiom `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`
         is rewritten as a whole (with its own aliases, `Tensor = FloatTensor`, which
@@ -199,6 +206,10 @@ class LegacyCudaTensorType(Rule):
         # ... display-only where its argument may be a size or data
         Example("import torch\ndef setup(n):\n    torch.set_default_tensor_type(torch.cuda.DoubleTensor)\n"
                 "    return torch.Tensor(n)\n"),
+        # ... and where the script imports its own modules, whose `torch.Tensor(...)` it
+        # cannot see (SSD's prior boxes): display-only until the whole run shows none
+        Example("import torch\nfrom layers.functions import PriorBox\nif __name__ == '__main__':\n"
+                "    torch.set_default_tensor_type('torch.cuda.FloatTensor')\n    print(PriorBox().forward())\n"),
         # inside `forward`: the input's device with --unsafe-fixes (the module then runs on a CPU)
         Example("import torch\nimport torch.nn as nn\nclass Drop(nn.Module):\n    def forward(self, x):\n"
                 "        keep = torch.cuda.FloatTensor(len(x), 1).uniform_() > 0.5\n        return x * keep\n",
@@ -531,6 +542,9 @@ class LegacyCudaTensorType(Rule):
             factory, lead = args
             followers.append(ctx.replace(follower.node, f"{name}.empty({lead})" if factory == "empty"
                                          else f"{name}.tensor({lead}, dtype={name}.{dtype})"))
+        elsewhere = _constructors_elsewhere(a, hint)
+        if elsewhere is not None:
+            return elsewhere
         device, edits, _, why = self._device(ctx, site, anchor)
         chosen = site.node.args[0].value
         if isinstance(chosen, cst.IfExp):  # the type chosen on a flag: the device chosen on it
@@ -565,6 +579,30 @@ class LegacyCudaTensorType(Rule):
                 return name, edits, Applicability.SAFE, f"a device defined where the script starts; `{assured}` makes it CUDA here"
             return name, edits, Applicability.UNSAFE, why
         return '"cuda"', [], Applicability.SAFE, ""
+
+
+def _constructors_elsewhere(a, hint: str) -> Optional[Fix]:
+    """The default-type rewrite held back (display) while another module of the program
+    may call ``torch.Tensor(...)``, which would stay on the CPU beside the others'
+    tensors on the GPU: where this file imports one of the program's own modules
+    (``project.outside_program``) and the run's index shows such a call (or no index
+    tells: a single file, the flake8 plugin; the CLI's whole-run pass looks again).
+    None where the rewrite may go ahead."""
+    own = sorted({m for m in a.imported_modules if not outside_program(m)})
+    if not own:
+        return None
+    elsewhere = a.project.constructors_elsewhere() if a.project is not None else None
+    if elsewhere is None:
+        return Fix(Applicability.DISPLAY, f"{hint} once no module of the program calls `torch.Tensor(...)`: it "
+                   "follows the default type, not a default device, and this file imports its own modules ("
+                   + ", ".join(f"`{m}`" for m in own[:3]) + (", ..." if len(own) > 3 else "")
+                   + "; `torchdevlint fix` over the whole program tells)", blocked_by=frozenset({"constructors"}))
+    if not elsewhere:
+        return None
+    (path, line), more = elsewhere[0], len(elsewhere) - 1
+    return Fix(Applicability.DISPLAY, f"{hint} once `torch.Tensor(...)` ({path}:{line}"
+               + (f", and in {more} more file{'s' * (more > 1)}" if more else "")
+               + ") has a device: it follows the default type, not a default device, and would stay on the CPU")
 
 
 def _alias_device(a, scope, value: cst.BaseExpression, dtype: str, torch: Optional[str]) -> Optional[str]:

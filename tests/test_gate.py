@@ -152,8 +152,9 @@ def test_tokens_that_follow_a_name(token, code, found):
     ("def work(x):\n    return x.cuda()\nthreading.Thread(target=work).start()", True),
     ("def work(x):\n    return x.to(dev)\npool.submit(partial(work, 1))", True),
     ("class L(threading.Thread):\n    def run(self):\n        self.t = torch.zeros(1, device='cuda')", True),
-    ("pool.map(lambda t: t.pin_memory(), xs)", True),
-    ("def load(p):\n    return DataLoader(p, pin_memory=True)\nex.submit(lambda: load(p))", True),
+    ("pool.map(lambda t: t.pin_memory().cuda(), xs)", True),
+    ("def load(p):\n    return DataLoader(p, pin_memory=True)\nex.submit(lambda: load(p))", False),  # (pinning)
+    ("pool.map(lambda t: t.pin_memory(), xs)", False),
     ("from threading import Thread as T\ndef w():\n    torch.zeros(1).cuda()\nT(target=w)", True),
     ("def work(x):\n    return x.cuda()\nwork(1)\nthreading.Thread(target=print).start()", False),
     ("def work(x):\n    return x.to(torch.float16)\nthreading.Thread(target=work).start()", False),

@@ -34,9 +34,9 @@ one of its tokens). A token is one of:
   TDL104 reads it: a ``def`` named in (or a lambda in) the arguments of what hands
   functions to threads (``Thread``, an executor method, ``run_in_executor``,
   ``to_thread``; a class of the module or an import alias, which may be one), or any
-  ``run`` method, whose body has a ``.cuda(...)`` or ``.pin_memory(...)`` call, a
-  ``pin_memory=`` argument, the string ``"cuda"``, or a name as ``device=`` or as
-  ``.to(...)``'s first argument (a device object bound elsewhere);
+  ``run`` method, whose body has a ``.cuda(...)`` call, the string ``"cuda"``, or a
+  name as ``device=`` or as ``.to(...)``'s first argument (a device object bound
+  elsewhere);
 - ``bare:NAME``: a call of a method NAME with no device: no positional argument (or
   ``None``), no ``device=`` but ``None``, no ``*args``/``**kwargs`` (``x.cuda()``,
   ``x.cuda(non_blocking=True)``; not ``x.cuda(0)``), as ``facts.is_bare_cuda`` reads it;
@@ -502,13 +502,13 @@ def _implicit_cuda(fn: ast.AST) -> bool:
         kind = type(node)
         if kind is ast.Call:
             last = _last(node.func)  # type: ignore[attr-defined]
-            if last in ("cuda", "pin_memory"):
+            if last == "cuda":
                 return True
             args = node.args  # type: ignore[attr-defined]
             if last == "to" and args and type(args[0]) is ast.Name:
                 return True
         elif kind is ast.keyword:
-            if node.arg == "pin_memory" or (node.arg == "device" and type(node.value) is ast.Name):  # type: ignore[attr-defined]
+            if node.arg == "device" and type(node.value) is ast.Name:  # type: ignore[attr-defined]
                 return True
         elif kind is ast.Constant and node.value == "cuda":  # type: ignore[attr-defined]
             return True

@@ -156,7 +156,7 @@ class ImplicitUse:
     """A use that depends on CUDA's current device."""
 
     node: cst.CSTNode
-    kind: str  # bare-cuda | device-string | current-device-query | pin-memory | device-object
+    kind: str  # bare-cuda | device-string | current-device-query | device-object
     site: CallSite
     rewritable: bool  # a bare .cuda() the explicit-device rewrite handles
 

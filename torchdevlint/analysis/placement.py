@@ -58,8 +58,6 @@ class PlacementMixin:
         call = site.node
         if is_bare_cuda(call):
             yield ImplicitUse(call, "bare-cuda", site, True)
-        elif site.method == "pin_memory" and not call.args:
-            yield ImplicitUse(call, "pin-memory", site, False)
         elif q in _CURRENT_DEVICE_QUERIES and not [a for a in call.args if a.keyword is None or a.keyword.value == "device"]:
             yield ImplicitUse(call, "current-device-query", site, False)
         elif q == "torch.device" and site.positional(0) is not None and len(call.args) == 1:
@@ -69,9 +67,7 @@ class PlacementMixin:
         for arg in call.args:
             value = arg.value
             kw = arg.keyword.value if arg.keyword is not None else None
-            if kw == "pin_memory" and isinstance(value, cst.Name) and value.value == "True":
-                yield ImplicitUse(arg, "pin-memory", site, False)
-            elif (kw == "device" or (kw is None and site.method == "to")) and _is_cuda_string(value):
+            if (kw == "device" or (kw is None and site.method == "to")) and _is_cuda_string(value):
                 yield ImplicitUse(arg, "device-string", site, False)
             elif (kw == "device" or (kw is None and site.method == "to")) and isinstance(value, cst.Name):
                 values = self.values_of(value.value, site.scope)

@@ -10,7 +10,7 @@ from ..model import Violation
 from .base import Context, Example, Rule
 from .device_state import describe_uses
 
-_KINDS = ("bare-cuda", "device-string", "pin-memory", "device-object")
+_KINDS = ("bare-cuda", "device-string", "device-object")
 
 
 class ThreadUsesImplicitDevice(Rule):
@@ -18,7 +18,7 @@ class ThreadUsesImplicitDevice(Rule):
     name = "thread-uses-implicit-device"
     summary = "a thread does CUDA work on the implicit device: it runs on cuda:0"
     triggers = ("Thread", "Executor", "run_in_executor", "to_thread")
-    also_requires = (".cuda(", "cuda'", 'cuda"', "pin_memory")
+    also_requires = (".cuda(", "cuda'", 'cuda"')
     # the gate on the code: a thread or executor, and a use of the implicit device
     needs = (("name~Thread", "name~Executor", "name:to_thread", "name:run_in_executor", "name:Pool"),
              ("thread:cuda",))  # (a function handed to a call that uses the implicit device)
@@ -26,8 +26,11 @@ class ThreadUsesImplicitDevice(Rule):
     fix_summary = 'none'
     what = """
         A thread target (as in TDL102) that does CUDA work with an implicit device
-        (`.cuda()`, `device="cuda"`, `torch.device("cuda")`, `pin_memory()`) and never
-        binds a device (no `set_device`, no `with torch.cuda.device(...)`).
+        (`.cuda()`, `device="cuda"`, `torch.device("cuda")`) and never binds a device
+        (no `set_device`, no `with torch.cuda.device(...)`). Not `pin_memory()` or
+        `pin_memory=True`: torch pins host memory under whichever GPU already has a
+        context (the current one first), so a thread that only pins creates none on
+        GPU 0 (pytorch/pytorch#21081).
     """
     why = """
         CUDA's current device is per host thread and a new thread starts on device 0,
@@ -59,6 +62,9 @@ class ThreadUsesImplicitDevice(Rule):
         "import torch, threading\ndef work(x, k):\n    with torch.cuda.device(k):\n        return x.cuda()\n"
         "threading.Thread(target=work, args=(1, 2)).start()\n",
         "import torch\ndef not_a_thread(x):\n    return x.cuda()\nThread = None\n",
+        # pinning host memory uses an existing context, not the thread's device 0
+        "from concurrent.futures import ThreadPoolExecutor\nimport torch\n"
+        "pool = ThreadPoolExecutor(2)\npool.map(lambda t: t.pin_memory(), [torch.zeros(1)])\n",
     )
     INVALID = (
         Example("import threading\ndef work(x):\n    return x.cuda()\n"
@@ -66,7 +72,7 @@ class ThreadUsesImplicitDevice(Rule):
         Example("import threading, torch\nclass Loader(threading.Thread):\n    def run(self):\n"
                 "        self.out = torch.zeros(2, device='cuda')\n"),
         Example("from concurrent.futures import ThreadPoolExecutor\nimport torch\n"
-                "pool = ThreadPoolExecutor(2)\npool.map(lambda t: t.pin_memory(), [torch.zeros(1)])\n"),
+                "pool = ThreadPoolExecutor(2)\npool.map(lambda t: t.pin_memory().cuda(), [torch.zeros(1)])\n"),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:

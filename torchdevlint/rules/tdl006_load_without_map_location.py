@@ -41,7 +41,12 @@ class LoadWithoutMapLocation(Rule):
     what = """
         `torch.load`, `torch.jit.load` and `torch.hub.load_state_dict_from_url` called
         without `map_location` (neither by keyword nor in its position), and without
-        `**kwargs` that could carry it.
+        `**kwargs` that could carry it. Not in the methods of a dataset class (a base
+        named `...Dataset`: `torch.utils.data.Dataset`, `FairseqDataset`,
+        `VisionDataset`, here or through this file's classes): what a dataset loads is
+        the data its items are cut from, statistics or a preprocessed cache, which
+        DataLoader workers index in other processes, where CUDA tensors cannot go: CPU
+        tensors, saved from the CPU.
     """
     why = """
         Without `map_location`, every tensor goes back to the device it was saved from:
@@ -101,6 +106,11 @@ class LoadWithoutMapLocation(Rule):
         "import torch\ndef f(path, **kw):\n    return torch.load(path, **kw)\n",
         "import json\nx = json.load(open('a.json'))\n",
         "import pickle\nimport torch\nx = pickle.load(fh)\n",
+        # a dataset's own cache (catalyst's MNIST: written by its `process()` from numpy)
+        "import torch\nfrom torch.utils.data import Dataset\nclass MNIST(Dataset):\n"
+        "    def __init__(self, path):\n        self.data, self.targets = torch.load(path)\n",
+        "import torch\nimport torch.utils.data as data\nclass Base(data.Dataset):\n    pass\n"
+        "class Faces(Base):\n    def __init__(self, opt):\n        self.components = torch.load(opt['path'])\n",
     )
     INVALID = (
         Example(
@@ -207,7 +217,8 @@ class LoadWithoutMapLocation(Rule):
 
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
-        sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])]
+        sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])
+                 and not _in_dataset(a, s)]
         anchor = min((s.order for s in sites), default=0)
         for site in sites:
             loader = site.qualname.replace("torch.serialization.load", "torch.load")  # type: ignore[union-attr]
@@ -512,3 +523,20 @@ def _counter_entry(subscript: cst.Subscript) -> bool:
         return False
     key = subscript.slice[0].slice.value
     return isinstance(key, cst.SimpleString) and bool(_COUNTER_KEY.search(key.evaluated_value))
+
+
+def _in_dataset(a, site: CallSite) -> bool:
+    """Whether the load is in a method of a dataset class: one with a base named
+    ``...Dataset`` (``Dataset``, ``data.Dataset``, ``FairseqDataset``), directly or
+    through the classes of this file it derives from."""
+    klass = a.enclosing_class(site.scope)
+    todo, seen = ([klass] if klass is not None else []), set()
+    while todo:
+        klass = todo.pop()
+        if klass.node in seen:
+            continue
+        seen.add(klass.node)
+        if any(a.code(b).rsplit(".", 1)[-1].endswith("Dataset") for b in klass.bases):
+            return True
+        todo.extend(p for p in (a.local_class(b, klass.outer) for b in klass.bases) if p is not None)
+    return False

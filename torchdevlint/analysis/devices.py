@@ -661,11 +661,13 @@ class DeviceFacts:
             return None
         asked = [p for p in params
                  if re.search(rf"\b{re.escape(p)}\.(?:device\b|is_cuda\b|get_device\(|new_(?:zeros|ones|empty|full|tensor)\()", body)]
-        if not asked:  # the new tensor is made from a tensor input: torch.tensor(y.size(0)).cuda()
+        if not asked:  # the new tensor is made from a tensor input: torch.tensor(y.size(0)).cuda(),
+            # or sized by names its shape gives (`dim_k, dim_b = q.shape`, `n = x.size(0)`)
             receiver = a.code(site.node.func.value)  # type: ignore[union-attr]
-            asked = [p for p in params if re.search(rf"\b{re.escape(p)}\b", receiver) and (
+            named = set(re.findall(r"\b[A-Za-z_]\w*\b", receiver))
+            asked = [p for p in params if (p in named or named & _dimensions_of(body, p)) and (
                 _annotated_tensor(fn, p) or re.search(
-                    rf"\b{re.escape(p)}\.(?:size|dim|numel|detach|type_as|element_size|float|half|contiguous)\(",
+                    rf"\b{re.escape(p)}\.(?:(?:size|dim|numel|detach|type_as|element_size|float|half|contiguous)\(|shape\b)",
                     body))]
         if not asked:
             return None
@@ -939,6 +941,15 @@ def _fixed_cuda_strings(expr: cst.BaseExpression) -> List[cst.CSTNode]:
     if isinstance(expr, cst.IfExp):  # "cuda" if torch.cuda.is_available() else "cpu"
         return _fixed_cuda_strings(expr.body) + _fixed_cuda_strings(expr.orelse)
     return []
+
+
+def _dimensions_of(body: str, tensor: str) -> Set[str]:
+    """The names a function binds to ``tensor``'s dimensions: ``dim_k, dim_b = q.shape``,
+    ``n = x.size(0)``, ``b, c = x.shape[:2]``, ``h = x.shape[2]``."""
+    found: Set[str] = set()
+    for m in re.finditer(rf"(?m)^[ \t]*([\w \t,()]+?)[ \t]*=[ \t]*{re.escape(tensor)}\.(?:shape\b|size\()", body):
+        found.update(n for n in re.split(r"[\s,()]+", m.group(1)) if n)
+    return found
 
 
 def _annotated_tensor(fn: FunctionInfo, name: str) -> bool:

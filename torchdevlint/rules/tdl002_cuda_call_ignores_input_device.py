@@ -20,8 +20,11 @@ class CudaCallIgnoresInputDevice(Rule):
     what = """
         A bare `.cuda()` on a tensor the function made itself (not a parameter, not
         `self.x`, not a module), in a function that asks one of its inputs for its device
-        (`p.device`, `p.is_cuda`, `p.get_device()`, `p.new_zeros(...)`): typical library
-        code such as `scale.cuda()` next to `w.device`, or
+        (`p.device`, `p.is_cuda`, `p.get_device()`, `p.new_zeros(...)`), or that makes the
+        new tensor from a tensor input, its size or the names its shape gives
+        (`torch.tensor(y.size(0)).cuda()`, `dim_k, dim_b = q.shape` then
+        `torch.ones(dim_k).cuda()`): typical library code such as `scale.cuda()` next to
+        `w.device`, or
         `window_sum.cuda() if magnitude.is_cuda else window_sum`. Also any bare `.cuda()`
         under an `if` that tests another tensor's `.is_cuda` (`if
         next(model.parameters()).is_cuda: input = input.cuda()`, as model-complexity
@@ -57,6 +60,8 @@ class CudaCallIgnoresInputDevice(Rule):
         "import torch\ndef f(x):\n    return x.cuda()\n",  # moves the input itself
         "import torch\ndef f(x):\n    return torch.zeros(3).to(x.device)\n",
         "import torch\ndef f(n):\n    return torch.zeros(n).cuda()\n",  # no input device at hand
+        # a size from a list's length, not from a tensor input's shape
+        "import torch\ndef f(items):\n    n = len(items)\n    return torch.zeros(n).cuda()\n",
         "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
         "        self.buf = self.buf.cuda()\n        return x.device\n",
         # a flag of an object, not a tensor's device; a test that is not the tensor's being on a GPU
@@ -92,6 +97,13 @@ class CudaCallIgnoresInputDevice(Rule):
             "    return (w * scale).round().to(w.device)\n",
             "import torch\ndef quantize(w, bits):\n    scale = torch.tensor(2.0 ** bits).to(w.device)\n"
             "    return (w * scale).round().to(w.device)\n",
+        ),
+        # sized by the names the input's shape gives (SwAV's Sinkhorn iterations)
+        Example(
+            "import torch\ndef sinkhorn(q: torch.Tensor, iters):\n    dim_k, dim_b = q.shape\n"
+            "    r = torch.ones(dim_k).cuda() / dim_k\n    return q * r.unsqueeze(1)\n",
+            "import torch\ndef sinkhorn(q: torch.Tensor, iters):\n    dim_k, dim_b = q.shape\n"
+            "    r = torch.ones(dim_k).to(q.device) / dim_k\n    return q * r.unsqueeze(1)\n",
         ),
         # the tensor an `if` tests: the module's parameters (torchreid's FLOP counter)
         Example(

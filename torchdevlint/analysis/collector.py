@@ -115,6 +115,7 @@ class _Collector(cst.CSTVisitor):
         self.torch_imports: List[tuple] = []
         self.star_imports: List[str] = []  # modules of `from M import *` at module level
         self.imported_modules: List[str] = []  # every module an import names (relative: with its dots)
+        self.with_items: Set[cst.Call] = set()  # calls that are a `with` item (`with torch.device("cuda"):`)
         # what is assigned to an attribute of a name other than `self` (`args.device =
         # "cuda"`, a configuration's `_C.MODEL.DEVICE = "cuda"`), keyed by its dotted
         # spelling ("args.device"), in any scope: the binding (kind "other", no value,
@@ -459,6 +460,7 @@ class _Collector(cst.CSTVisitor):
         # the item is evaluated before the block: the block runs in its context
         item = node.item
         if isinstance(item, cst.Call):
+            self.with_items.add(item)
             site = next((c for c in reversed(self.calls) if c.node is item), None)
             if site is not None:
                 # position of this item in the current with list: the last None slot

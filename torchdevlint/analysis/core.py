@@ -63,6 +63,7 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         self.ifs = collector.ifs
         self.star_imports = collector.star_imports
         self.imported_modules = collector.imported_modules
+        self.with_items = collector.with_items
         self.attr_sets = collector.attr_sets
         self._ranges: Dict[cst.CSTNode, tuple] = {}
         self._line_ranges: Dict[cst.SimpleStatementLine, object] = {}

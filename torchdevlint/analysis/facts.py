@@ -116,8 +116,9 @@ class CallSite:
     def device_arguments(self) -> List[cst.BaseExpression]:
         """What the call takes as a device: ``device=...``, a load's ``map_location=...``
         (``torch.load(path, map_location="cuda:0")``: where every tensor it restores goes;
-        of a dict, ``{"cuda:1": "cuda:0"}``, its values), and the first argument of a
-        ``.to(...)`` method (not ``torch.to``)."""
+        of a dict, ``{"cuda:1": "cuda:0"}``, its values), the first argument of a
+        ``.to(...)`` method (not ``torch.to``), and of ``torch.set_default_device(...)``
+        (where every factory call allocates from then on)."""
         out: List[cst.BaseExpression] = []
         for arg in self.node.args:
             if arg.keyword is not None and arg.keyword.value in ("device", "map_location"):
@@ -125,8 +126,8 @@ class CallSite:
                 out += ([e.value for e in value.elements if isinstance(e, cst.DictElement)]
                         if isinstance(value, cst.Dict) and arg.keyword.value == "map_location" else [value])
         first = self.node.args[0] if self.node.args else None
-        if (first is not None and first.keyword is None and not first.star and self.method == "to"
-                and self.qualname is None):
+        if first is not None and first.keyword is None and not first.star and (
+                (self.method == "to" and self.qualname is None) or self.qualname == "torch.set_default_device"):
             out.append(first.value)
         return out
 

@@ -312,9 +312,8 @@ def chosen_conditionally(ctx: Context, site: CallSite, node: cst.CSTNode, data_t
         kind = kinds.get(key, "choice")
         if kind == "choice" or (kind == "data" and not data_too):
             return True
-    if site.line is None:  # a `with` item: the call is the whole item, in no expression
-        return False
-    return evaluated(site.line, node) is False
+    # (a `with` item, `with torch.device(...):`, has no statement line: the call is the whole item)
+    return evaluated(site.line if site.line is not None else site.node, node) is False
 
 
 def spawn_ranks(a) -> FrozenSet[str]:

@@ -127,6 +127,15 @@ class RankCodeOnFixedDevice(Rule):
             "def worker(rank, n):\n    return torch.zeros(n).to(torch.device(\"cuda\", rank))\n"
             "mp.spawn(worker, args=(3,), nprocs=2)\n",
         ),
+        # every rank's factory calls default to the same GPU
+        Example(
+            "import torch\nimport torch.multiprocessing as mp\n"
+            "def worker(rank, n):\n    torch.set_default_device('cuda')\n    return torch.zeros(n)\n"
+            "mp.spawn(worker, args=(3,), nprocs=2)\n",
+            "import torch\nimport torch.multiprocessing as mp\n"
+            "def worker(rank, n):\n    torch.set_default_device(torch.device(\"cuda\", rank))\n    return torch.zeros(n)\n"
+            "mp.spawn(worker, args=(3,), nprocs=2)\n",
+        ),
         # every rank loads the checkpoint onto GPU 0
         Example(
             "import torch\nimport torch.multiprocessing as mp\ndef worker(rank):\n"

@@ -48,7 +48,9 @@ class HardcodedGpuDevice(Rule):
         none without CUDA), `.to("cuda")`, a
         `device="cuda:0"` argument (`torch.zeros(2, device="cuda")`), a load's
         `map_location="cuda:0"` (or a location map's value: "Attempting to deserialize object
-        on a CUDA device"), a device string built
+        on a CUDA device"), the default device of every factory call
+        (`torch.set_default_device("cuda")`, or a block's: `with torch.device("cuda"):`), a
+        device string built
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
         used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound,
@@ -150,6 +152,8 @@ class HardcodedGpuDevice(Rule):
     """
     VALID = (
         'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
+        'import torch\ndef build(n):\n    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):\n'
+        '        return torch.zeros(n)\n',
         # DDP's device list that is None for a module on the CPU (Lightning's DDP strategy, ignite's tests)
         "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nx = torch.zeros(1).cuda()\n"
         "def wrap(self, model):\n    device_ids = self.determine_ddp_device_ids()\n"
@@ -283,6 +287,15 @@ class HardcodedGpuDevice(Rule):
                 "torch.cuda.is_available() else 'cpu'))\nfor _ in range(3):\n"
                 "    net(torch.zeros(1, 2, device=net.weight.device))\n"),
         Example('import torch\nDEVICE = torch.device("cuda")\n'),  # a library's module level: display
+        # the default device of every factory call (gpt-fast's and many LLM scripts' setup)
+        Example('import torch\nif __name__ == "__main__":\n    torch.set_default_device("cuda")\n'
+                '    print(torch.zeros(2))\n',
+                'import torch\nif __name__ == "__main__":\n    torch.set_default_device("cuda" if '
+                'torch.cuda.is_available() else "cpu")\n    print(torch.zeros(2))\n'),
+        # ... or of a block's (a device as a context manager: DeepSeek's and gpt-fast's model setup)
+        Example('import torch\ndef build(n):\n    with torch.device("cuda"):\n        return torch.zeros(n)\n',
+                'import torch\ndef build(n):\n    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):\n'
+                '        return torch.zeros(n)\n'),
         # a string a name holds, where it is bound; a test of that name alone follows the
         # choice (the CIFAR trainers' `if device == 'cuda':` around DataParallel)
         Example("import torch\ndevice = 'cuda'\nnet = torch.nn.Linear(2, 2).to(device)\nif device == 'cuda':\n"
@@ -661,7 +674,8 @@ class HardcodedGpuDevice(Rule):
         ``data_too``: an ``if`` on the data is none either), or is a binding's bare
         ``.cuda()`` in code that runs as written."""
         a = ctx.analysis
-        return unconditional(ctx, site, node, header=rewrite.kind == "default", data_too=data_too) or (
+        header = rewrite.kind == "default" or site.node in a.with_items  # `with torch.device("cuda"):`
+        return unconditional(ctx, site, node, header=header, data_too=data_too) or (
             rewrite.kind == "bound" and site.line is not None and evaluated(site.line, node) is not False
             and _runs_as_written(a, site) and not asks_for_cuda(ctx, site, stops_only=False))
 

@@ -83,7 +83,7 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                  'stmt:torch.cuda.device_of'),)),
     'TDL104': ('thread-uses-implicit-device',
                ('Thread', 'Executor', 'run_in_executor', 'to_thread'),
-               ('.cuda(', "cuda'", 'cuda"', 'pin_memory'),
+               ('.cuda(', "cuda'", 'cuda"'),
                (('name~Thread', 'name~Executor', 'name:to_thread', 'name:run_in_executor', 'name:Pool'),
                 ('thread:cuda',))),
     'TDL105': ('cuda-visible-devices-after-init',

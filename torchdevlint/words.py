@@ -81,8 +81,10 @@ _SP = r"[\s\\]*"  # spaces, line breaks, continuations
 # a `.cuda(` call with no device first (`bare:cuda`): `)`, `None`, or a keyword first
 # (`non_blocking=True`; `device=` too: a superset), comments between allowed
 _BARE_CUDA = rf"\.cuda{_SP}\({_SP}(?:#[^\n]*\n{_SP})*(?:\)|None\b|\w+{_SP}=(?!=))"
-# what `place:cuda` reads: a "cuda"/"cuda:N" string, `.cuda(0)`, `device=0`
-_GPU_PLACE = rf"""['"]cuda(?::\d+)?['"]|\.cuda{_SP}\({_SP}(?:#[^\n]*\n{_SP})*\d|\bdevice{_SP}={_SP}\d"""
+# what `place:cuda` reads: a "cuda"/"cuda:N" string, `.cuda(0)`, `device=0`; the last
+# alone (`gpu-ordinal`) where the text has no "cuda" (`pipeline(task, device=0)`)
+_GPU_ORDINAL = rf"\bdevice{_SP}={_SP}\d"
+_GPU_PLACE = rf"""['"]cuda(?::\d+)?['"]|\.cuda{_SP}\({_SP}(?:#[^\n]*\n{_SP})*\d|{_GPU_ORDINAL}"""
 # what TDL005's gate resolves: `cuda.FloatTensor` (any prefix: `torch.`, an alias, a
 # string), `from torch.cuda import ...`, `torch.cuda as X` / `cuda as X`, a string that
 # starts with "torch.cuda."
@@ -117,6 +119,7 @@ _TESTS_RE = {name: ({str: words, bytes: tuple(w.encode() for w in words)},
              for name, words, pattern in (
                  ("bare-cuda", (".cuda",), _BARE_CUDA),
                  ("gpu-use", ("cuda",), f"{_BARE_CUDA}|{_GPU_PLACE}"),
+                 ("gpu-ordinal", ("device",), _GPU_ORDINAL),
                  ("cuda-type", ("cuda", "Tensor"), _CUDA_TYPE))}
 
 
@@ -525,7 +528,8 @@ def _places_on_gpu(last: Optional[str], args: Sequence[ast.AST], keywords: Seque
         if type(index) is ast.Constant and type(index.value) is int:  # type: ignore[attr-defined]
             return True
     return (bool(positional) and _gpu_literal(positional[0])) or any(
-        k.arg in ("device", "map_location") and _gpu_literal(k.value) for k in keywords) or any(
+        k.arg in ("device", "map_location") and _gpu_literal(k.value) or k.arg == "device" and _ordinal(k.value)
+        for k in keywords) or any(
         k.arg == "map_location" and type(k.value) is ast.Dict and any(
             v is not None and _gpu_literal(v) for v in k.value.values) for k in keywords)  # type: ignore[attr-defined]
 
@@ -555,6 +559,11 @@ def _rank_as_device(last: Optional[str], args: Sequence[ast.AST], keywords: Sequ
 
     return (bool(args) and last in ("to", "device") and rank(args[0])) or any(
         k.arg in _RANK_KEYWORDS and rank(k.value) for k in keywords)
+
+
+def _ordinal(node: ast.AST) -> bool:
+    """A GPU's ordinal as a device: a non-negative integer (``device=0``)."""
+    return type(node) is ast.Constant and type(node.value) is int  # type: ignore[attr-defined]
 
 
 def _gpu_literal(node: ast.AST) -> bool:

@@ -824,7 +824,8 @@ class DeviceFacts:
     def gpu_placements(self) -> List[Tuple[CallSite, cst.CSTNode, str]]:
         """Placements on a GPU that literals name, other than a bare ``.cuda()``:
         ``.cuda(0)``, ``.to("cuda")``, ``device="cuda:0"``, ``torch.device("cuda")``,
-        ``torch.device("cuda", 1)`` (site, the node to replace, its code)."""
+        ``torch.device("cuda", 1)``, a GPU's ordinal as a device (``device=0``; not a
+        ``torch.cuda`` query's) (site, the node to replace, its code)."""
         a = self.a
         out: List[Tuple[CallSite, cst.CSTNode, str]] = []
         for site in a.calls:
@@ -847,8 +848,12 @@ class DeviceFacts:
             else:
                 for value in site.device_arguments():
                     found += _fixed_cuda_strings(value)
+                    device = site.keyword("device")
+                    if isinstance(value, cst.Integer) and device is not None and value is device.value \
+                            and not (q or "").startswith("torch.cuda."):
+                        found.append(value)  # torch.zeros(n, device=0): cuda:0
             for node in found:
-                out.append((site, node, a.code(node)))
+                out.append((site, node, f"device={a.code(node)}" if isinstance(node, cst.Integer) else a.code(node)))
         return out
 
     def _guarded_cuda(self, site: CallSite, device: str) -> bool:

@@ -17,7 +17,7 @@ class RankCodeOnFixedDevice(Rule):
     code = "TDL003"
     name = "rank-code-on-fixed-device"
     summary = "per-rank code places work on a device that does not depend on the rank: every rank uses GPU 0"
-    triggers = ("@gpu-use",)  # a bare `.cuda(`, a "cuda" string, `.cuda(0)`, `device=0`
+    triggers = ("@gpu-use", "@gpu-ordinal")  # a bare `.cuda(`, a "cuda" string, `.cuda(0)`, `device=0`
     # the gate on the code: a bare `.cuda()`, or a GPU placement with literals (`.cuda(0)`,
     # a "cuda"/"cuda:0" device string where a device goes); and what
     # makes code per-process (analysis.devices): a Process (target, subclass, `ctx.Process`),
@@ -125,6 +125,14 @@ class RankCodeOnFixedDevice(Rule):
             "def worker(rank, n):\n    return torch.zeros(n).cuda()\nmp.spawn(worker, args=(3,), nprocs=2)\n",
             "import torch\nimport torch.multiprocessing as mp\n"
             "def worker(rank, n):\n    return torch.zeros(n).to(torch.device(\"cuda\", rank))\n"
+            "mp.spawn(worker, args=(3,), nprocs=2)\n",
+        ),
+        # a GPU's ordinal: every rank allocates on GPU 0
+        Example(
+            "import torch\nimport torch.multiprocessing as mp\n"
+            "def worker(rank, n):\n    return torch.zeros(n, device=0)\nmp.spawn(worker, args=(3,), nprocs=2)\n",
+            "import torch\nimport torch.multiprocessing as mp\n"
+            "def worker(rank, n):\n    return torch.zeros(n, device=torch.device(\"cuda\", rank))\n"
             "mp.spawn(worker, args=(3,), nprocs=2)\n",
         ),
         # every rank's factory calls default to the same GPU

@@ -27,12 +27,12 @@ class HardcodedGpuDevice(Rule):
     # "cuda"; a process's GPU index used as a device (`.to(rank)`) in a file that never
     # spells "cuda" (words.TEXT_TESTS); or an option whose help gives the CPU's value
     # ("add_argument" and "cpu")
-    triggers = ("cuda", "@rank-device", "add_argument")
-    also_requires = ("cuda", "@rank-device", "cpu", "CPU")
+    triggers = ("cuda", "@rank-device", "add_argument", "@gpu-ordinal")
+    also_requires = ("cuda", "@rank-device", "cpu", "CPU", "@gpu-ordinal")
     # the gate on the code: a `cuda` method called (`.cuda(0)`), a string that starts with
     # "cuda" (`torch.device("cuda")`, `.to("cuda")`, `device="cuda:0"`), a rank's index as a
     # device (`place:rank`), or an option's help that names the CPU
-    needs = (("call:cuda", "str^cuda", "place:rank", "help~cpu"),)
+    needs = (("call:cuda", "str^cuda", "place:rank", "help~cpu", "place:cuda"),)
     fixable = "sometimes"
     fix_summary = ('`"cuda:0" if torch.cuda.is_available() else "cpu"` in place of the GPU (`.cuda(0)` becomes '
                    "`.to(...)`, `.cuda(gpu)` runs only with CUDA; unsafe); display at a library's module level")
@@ -50,7 +50,8 @@ class HardcodedGpuDevice(Rule):
         `map_location="cuda:0"` (or a location map's value: "Attempting to deserialize object
         on a CUDA device"), the default device of every factory call
         (`torch.set_default_device("cuda")`, or a block's: `with torch.device("cuda"):`), a
-        device string built
+        GPU's ordinal as a device (`torch.zeros(n, device=0)`, `pipeline(task,
+        device=0)`; not a `torch.cuda` query's), a device string built
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
         used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound,
@@ -152,6 +153,9 @@ class HardcodedGpuDevice(Rule):
     """
     VALID = (
         'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
+        # the CPU's own ordinal for a pipeline; a torch.cuda query's device (TDL008's call)
+        'from transformers import pipeline\nclf = pipeline("text-classification", device=-1)\n',
+        'import torch\nfree, total = torch.cuda.mem_get_info(device=0)\n',
         'import torch\ndef build(n):\n    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):\n'
         '        return torch.zeros(n)\n',
         # DDP's device list that is None for a module on the CPU (Lightning's DDP strategy, ignite's tests)
@@ -292,6 +296,11 @@ class HardcodedGpuDevice(Rule):
                 '    print(torch.zeros(2))\n',
                 'import torch\nif __name__ == "__main__":\n    torch.set_default_device("cuda" if '
                 'torch.cuda.is_available() else "cpu")\n    print(torch.zeros(2))\n'),
+        # a GPU's ordinal as a device (a file with no "cuda" in it: Hugging Face's pipelines)
+        Example('from transformers import pipeline\nif __name__ == "__main__":\n'
+                '    clf = pipeline("text-classification", device=0)\n',
+                'from transformers import pipeline\nimport torch\nif __name__ == "__main__":\n'
+                '    clf = pipeline("text-classification", device=0 if torch.cuda.is_available() else "cpu")\n'),
         # ... or of a block's (a device as a context manager: DeepSeek's and gpt-fast's model setup)
         Example('import torch\ndef build(n):\n    with torch.device("cuda"):\n        return torch.zeros(n)\n',
                 'import torch\ndef build(n):\n    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):\n'
@@ -646,6 +655,8 @@ class HardcodedGpuDevice(Rule):
             shown = "." + a.code(node.with_changes(func=node.func.attr)) if method else a.code(node)
             if rewrite.kind == "ids":  # device_ids=[rank]
                 shown = f"{rewrite.device}={shown}"
+            elif isinstance(node, cst.Integer) and getattr(site.keyword("device"), "value", None) is node:
+                shown = f"device={shown}"  # device=0: GPU 0
             if rewrite.kind == "flag":
                 what = "picks a GPU unless its options say otherwise: run as written,"
             elif rewrite.kind == "option":  # a GPU index as an option's default
@@ -758,6 +769,8 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
             found.append((site, node, _Rewrite("literal", node.evaluated_value, node.quote[-1])))  # type: ignore[arg-type]
         elif site.qualname == "torch.device":
             found.append((site, node, _gpu_literal(site)))  # type: ignore[arg-type]
+        elif isinstance(node, cst.Integer):  # device=0, .to(1): the ordinal itself when CUDA is there
+            found.append((site, node, _Rewrite("expression", quote='"')))
         else:  # .cuda(1), .cuda(device=1)
             arg = site.positional(0) or site.keyword("device")
             found.append((site, node, _Rewrite("index", f"cuda:{int(arg.value.value, 0)}")))  # type: ignore[union-attr]

@@ -141,7 +141,8 @@ class RankCodeOnFixedDevice(Rule):
             "def worker(rank, n):\n    torch.set_default_device('cuda')\n    return torch.zeros(n)\n"
             "mp.spawn(worker, args=(3,), nprocs=2)\n",
             "import torch\nimport torch.multiprocessing as mp\n"
-            "def worker(rank, n):\n    torch.set_default_device(torch.device(\"cuda\", rank))\n    return torch.zeros(n)\n"
+            "def worker(rank, n):\n    torch.set_default_device(torch.device(\"cuda\", rank))\n"
+            "    return torch.zeros(n)\n"
             "mp.spawn(worker, args=(3,), nprocs=2)\n",
         ),
         # every rank loads the checkpoint onto GPU 0

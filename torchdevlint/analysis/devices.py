@@ -850,7 +850,7 @@ class DeviceFacts:
                     found += _fixed_cuda_strings(value)
                     device = site.keyword("device")
                     if isinstance(value, cst.Integer) and device is not None and value is device.value \
-                            and not (q or "").startswith("torch.cuda."):
+                            and _ordinal_owner(q):
                         found.append(value)  # torch.zeros(n, device=0): cuda:0
             for node in found:
                 out.append((site, node, f"device={a.code(node)}" if isinstance(node, cst.Integer) else a.code(node)))
@@ -946,6 +946,17 @@ def _fixed_cuda_strings(expr: cst.BaseExpression) -> List[cst.CSTNode]:
     if isinstance(expr, cst.IfExp):  # "cuda" if torch.cuda.is_available() else "cpu"
         return _fixed_cuda_strings(expr.body) + _fixed_cuda_strings(expr.orelse)
     return []
+
+
+def _ordinal_owner(qualname: Optional[str]) -> bool:
+    """Whether an integer ``device=`` of a call to ``qualname`` is a GPU's ordinal: a call
+    of this file's own functions or a method (None), torch's (not a ``torch.cuda`` query,
+    TDL008's call) or Hugging Face's (``pipeline(task, device=0)``); not another package's
+    device index (``sounddevice.play(x, device=0)`` is an audio device)."""
+    if qualname is None:
+        return True
+    head = qualname.split(".")[0]
+    return (head == "torch" and not qualname.startswith("torch.cuda.")) or head == "transformers"
 
 
 def _dimensions_of(body: str, tensor: str) -> Set[str]:

@@ -51,7 +51,8 @@ class HardcodedGpuDevice(Rule):
         on a CUDA device"), the default device of every factory call
         (`torch.set_default_device("cuda")`, or a block's: `with torch.device("cuda"):`), a
         GPU's ordinal as a device (`torch.zeros(n, device=0)`, `pipeline(task,
-        device=0)`; not a `torch.cuda` query's), a device string built
+        device=0)`, a method's or this file's function's; not a `torch.cuda` query's, nor
+        another package's device index), a device string built
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
         used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound,
@@ -156,6 +157,8 @@ class HardcodedGpuDevice(Rule):
         # the CPU's own ordinal for a pipeline; a torch.cuda query's device (TDL008's call)
         'from transformers import pipeline\nclf = pipeline("text-classification", device=-1)\n',
         'import torch\nfree, total = torch.cuda.mem_get_info(device=0)\n',
+        # another package's device index: an audio device
+        'import torch\nimport sounddevice as sd\nsd.play(torch.zeros(8).numpy(), 8000, device=0)\n',
         'import torch\ndef build(n):\n    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):\n'
         '        return torch.zeros(n)\n',
         # DDP's device list that is None for a module on the CPU (Lightning's DDP strategy, ignite's tests)

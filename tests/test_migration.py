@@ -1151,3 +1151,75 @@ def test_a_cuda_default_tensor_type_stays_while_the_program_builds_with_torch_te
     after = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert after.returncode == 0 and after.stdout.count("loss") == 2, after.stderr
     assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""
+
+
+PINNED_MODEL = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def prepare(self):
+            self.cuda()
+            return self
+
+        def forward(self, x):
+            return self.fc(x) + torch.zeros(2).cuda()
+    """)
+
+PINNED_TRAIN = textwrap.dedent("""\
+    import argparse
+
+    import torch
+
+    from model import Net
+
+
+    def main():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--gpu", type=int, default=1)
+        args = parser.parse_args()
+        torch.manual_seed(0)
+        torch.cuda.set_device(args.gpu)
+        x = torch.ones(3, 2).cuda()
+        net = Net().prepare()
+        print(round(net(x).sum().item(), 4))
+
+
+    if __name__ == "__main__":
+        main()
+    """)
+
+
+def test_set_device_stays_in_force_for_the_model_code_of_other_modules(tmp_path):
+    """A script pins GPU `--gpu` and its model, in another module, moves itself with
+    `.cuda()`: the current device. Replacing `set_device` with an explicit device for the
+    script's own `.cuda()` would leave the model on GPU 0 (the migrated program crashed
+    under the simulator, "cuda:1 and cuda:0"); the rest of `main` is scoped in
+    `with torch.cuda.device(...)` instead. Under the simulator the migration places what
+    the original did, and it runs on the CPU."""
+    import subprocess
+    import sys
+
+    (tmp_path / "model.py").write_text(PINNED_MODEL)
+    (tmp_path / "train.py").write_text(PINNED_TRAIN)
+    runs = []
+    for step in ("original", "migrated"):
+        if step == "migrated":
+            r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
+            assert "TDL101 1" in r.stderr.decode(), r.stderr.decode()
+        placed = tmp_path / f"{step}.json"
+        sim = cli("sim", "--gpus", "2", "--report", str(placed), "train.py", cwd=tmp_path)
+        assert sim.returncode == 0, sim.stderr.decode()
+        runs.append((sim.stdout, json.loads(placed.read_text())["devices"]))
+    assert runs[0] == runs[1] and sorted(runs[0][1]) == ["cuda:1"], runs
+    script = (tmp_path / "train.py").read_text()
+    assert "    with torch.cuda.device(args.gpu if torch.cuda.is_available() else -1):\n" in script, script
+    assert "torch.cuda.set_device" not in script
+    after = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0 and after.stdout.strip() == runs[0][0].decode().strip(), (after.stdout, after.stderr)
+    assert cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", "--diff", ".", cwd=tmp_path).stdout == b""

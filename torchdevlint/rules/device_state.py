@@ -3,7 +3,9 @@
 Replacing ``torch.cuda.set_device(k)`` by an explicit device object is only right when
 every current-device-dependent use in reach is rewritten with it in the same fix, and
 those uses are all bare ``.cuda()`` calls that come after the call -- and when the call
-runs wherever those uses do (not only under an ``if``). Where the call sits under the
+runs wherever those uses do (not only under an ``if``), and nothing it calls later runs
+code of the program's other modules, or of this file's functions, that follows the
+current device (a model's own ``.cuda()``): there the device block keeps it. Where the call sits under the
 code's own test that its GPU choice holds a GPU (``if len(opt.gpu_ids) > 0:``), the
 choice itself can fall back to the CPU instead (``plan_cpu_fallback``).
 """
@@ -18,6 +20,7 @@ import libcst as cst
 
 from ..analysis import CallSite, FunctionInfo, ImplicitUse
 from ..model import Edit
+from ..project import outside_program
 from ..source import LineIndex
 from .base import Context, Uninsertable
 
@@ -77,6 +80,10 @@ def plan_explicit_device(ctx: Context, site: CallSite, owner: cst.CSTNode,
         return f"other uses depend on the current device too: {describe_uses(ctx, others_)}"
     if not uses:
         return "nothing in reach depends on it here (code in other modules may)"
+    callee = _dependent_call(a, site, owner, {u.node for u in uses})
+    if callee is not None:  # its implicit uses follow the current device, and would lose it
+        return (f"`{a.code(callee.node.func)}(...)` (line {ctx.start(callee.node)[0]}) runs later, and code it "
+                "runs may depend on the current device too")
     name = a.free_name(a.device_name)
     try:
         torch, edits = ctx.torch_for(site)
@@ -90,6 +97,30 @@ def plan_explicit_device(ctx: Context, site: CallSite, owner: cst.CSTNode,
     edits.append(ctx.replace(site.node, f'{name} = {device} if {torch}.cuda.is_available() else {torch}.device("cpu")'))
     edits += [ctx.cuda_to_device(u.node, name) for u in uses]
     return Plan(edits, name, len(uses))
+
+
+def _dependent_call(a, site: CallSite, owner: cst.CSTNode, rewritten: set) -> Optional[CallSite]:
+    """The first call after ``site`` in ``owner`` that runs code the explicit device
+    would not reach: a function or class of the program's other modules (``from model
+    import Net``: its ``.cuda()`` follows the current device), or one of this file's
+    whose body uses the implicit device where the plan does not rewrite it (not in
+    ``rewritten``). Method calls and torch's, the standard library's and common
+    packages' are not followed."""
+    for other in a.calls:
+        if other.order <= site.order or not a.inside(other.scope, owner):
+            continue
+        q = other.qualname
+        if q is not None:
+            if not q.startswith("torch.") and not outside_program(q):
+                return other
+            continue
+        func = other.node.func
+        local = a.local_function(func, other.scope)
+        body = local.node if local is not None else getattr(a.local_class(func, other.scope), "node", None)
+        if body is not None and body is not owner and any(
+                u.node not in rewritten for u in a.implicit_uses(body, include_nested=True)):
+            return other
+    return None
 
 
 def plan_device_block(ctx: Context, site: CallSite, fn: FunctionInfo) -> Union[Edit, str]:

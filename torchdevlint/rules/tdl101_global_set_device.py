@@ -57,9 +57,14 @@ class GlobalSetDevice(Rule):
         of the module for a module-level call) are bare `.cuda()` calls after it, the fix
         replaces the call with a device object that falls back to the CPU and rewrites
         those calls to `.to(device)` in the same fix. It is always **unsafe**: code in
-        other modules may rely on the current device the call set. When other
-        implicit-device uses exist (`device="cuda"`, `torch.cuda.current_device()`,
-        `pin_memory()` ...) the finding carries a display-only fix naming the alternatives.
+        other modules may rely on the current device the call set. Where, after the call,
+        the code calls a function or class of the program's other modules (`Net()` from
+        `model`, whose own `.cuda()` follows the current device) or one of this file's
+        whose implicit-device uses the fix would not rewrite, the explicit device would
+        move that code to GPU 0: a call alone in its function is then scoped instead,
+        the rest of the function in `with torch.cuda.device(k):`. When other
+        implicit-device uses exist (`device="cuda"`, `torch.cuda.current_device()` ...)
+        the finding carries a display-only fix naming the alternatives.
 
         A call that runs only under the code's own test that its GPU choice holds a GPU
         (`if len(opt.gpu_ids) > 0:`, `if args.gpu is not None:`, `if args.gpu >= 0:`),
@@ -96,6 +101,14 @@ class GlobalSetDevice(Rule):
         "import torch\ngpu.set_device(1)\n",
     )
     INVALID = (
+        # the model's own `.cuda()` (another module) follows the current device too: the
+        # explicit device would leave it on GPU 0, so the block keeps k current for it
+        Example(
+            "import torch\nfrom model import Net\n\n\ndef main(k):\n    torch.cuda.set_device(k)\n"
+            "    x = torch.ones(2).cuda()\n    return Net()(x)\n",
+            "import torch\nfrom model import Net\n\n\ndef main(k):\n    with torch.cuda.device(k):\n"
+            "        x = torch.ones(2).cuda()\n        return Net()(x)\n",
+        ),
         Example(
             "import torch\ntorch.cuda.set_device(1)\nx = torch.zeros(2).cuda()\n",
             'import torch\ndevice = torch.device("cuda", 1) if torch.cuda.is_available() else torch.device("cpu")\n'

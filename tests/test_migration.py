@@ -1011,6 +1011,15 @@ def test_the_one_gpu_branch_keeps_the_file_s_line_breaks():
     assert fixed(out, settings=settings) == out
 
 
+def _simulated(root, script: str, gpus: str, tag: str):
+    """``script`` run under the simulator with ``gpus`` GPUs: (its stdout, the report's
+    tensors and bytes per device)."""
+    placed = root / f"{tag}.json"
+    sim = cli("sim", "--gpus", gpus, "--report", str(placed), script, cwd=root)
+    assert sim.returncode == 0, sim.stderr.decode()
+    return sim.stdout, json.loads(placed.read_text())["devices"]
+
+
 SSD_TRAIN = textwrap.dedent("""\
     import argparse
 
@@ -1134,10 +1143,7 @@ def test_a_cuda_default_tensor_type_stays_while_the_program_builds_with_torch_te
             assert "Converted: TDL001 3, TDL006 1, TDL201 1" in report, report
             assert "TDL005     1  display only" in report and "(layers.py:14)" in report, report
         for gpus in ("1", "2"):
-            placed = tmp_path / f"{step}-{gpus}.json"
-            sim = cli("sim", "--gpus", gpus, "--report", str(placed), "train.py", cwd=tmp_path)
-            assert sim.returncode == 0, sim.stderr.decode()
-            runs[step, gpus] = (sim.stdout, json.loads(placed.read_text())["devices"])
+            runs[step, gpus] = _simulated(tmp_path, "train.py", gpus, f"{step}-{gpus}")
     for gpus in ("1", "2"):
         (out, placed), (out_after, placed_after) = runs["original", gpus], runs["migrated", gpus]
         assert out == out_after and out.count(b"loss") == 2, gpus
@@ -1212,10 +1218,7 @@ def test_set_device_stays_in_force_for_the_model_code_of_other_modules(tmp_path)
         if step == "migrated":
             r = cli("fix", "--isolated", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
             assert "TDL101 1" in r.stderr.decode(), r.stderr.decode()
-        placed = tmp_path / f"{step}.json"
-        sim = cli("sim", "--gpus", "2", "--report", str(placed), "train.py", cwd=tmp_path)
-        assert sim.returncode == 0, sim.stderr.decode()
-        runs.append((sim.stdout, json.loads(placed.read_text())["devices"]))
+        runs.append(_simulated(tmp_path, "train.py", "2", step))
     assert runs[0] == runs[1] and sorted(runs[0][1]) == ["cuda:1"], runs
     script = (tmp_path / "train.py").read_text()
     assert "    with torch.cuda.device(args.gpu if torch.cuda.is_available() else -1):\n" in script, script

@@ -106,6 +106,7 @@ def _dependent_call(a, site: CallSite, owner: cst.CSTNode, rewritten: set) -> Op
     whose body uses the implicit device where the plan does not rewrite it (not in
     ``rewritten``). Method calls and torch's, the standard library's and common
     packages' are not followed."""
+    unreached: dict = {}  # a local function's or class's node -> whether it has uses the plan leaves
     for other in a.calls:
         if other.order <= site.order or not a.inside(other.scope, owner):
             continue
@@ -117,8 +118,11 @@ def _dependent_call(a, site: CallSite, owner: cst.CSTNode, rewritten: set) -> Op
         func = other.node.func
         local = a.local_function(func, other.scope)
         body = local.node if local is not None else getattr(a.local_class(func, other.scope), "node", None)
-        if body is not None and body is not owner and any(
-                u.node not in rewritten for u in a.implicit_uses(body, include_nested=True)):
+        if body is None or body is owner:
+            continue
+        if body not in unreached:
+            unreached[body] = any(u.node not in rewritten for u in a.implicit_uses(body, include_nested=True))
+        if unreached[body]:
             return other
     return None
 

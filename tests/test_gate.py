@@ -245,13 +245,18 @@ TEXT_GATES = [
     ("gpu-use", _group("TDL003", 0),
      ["x.cuda(0)", "torch.device('cuda:1')", 'x.to("cuda")', "torch.zeros(1, device='cuda:0')", "x.cuda()",
       "torch.device('cuda' if c else 'cpu')", "x.cuda(device=1)", "torch.ones(2, device='cuda')"],
-     ["x.cuda(args.gpu)", "torch.cuda.synchronize()", "name = 'cudagraph'", "x.to(device)"]),
+     ["x.cuda(args.gpu)", "torch.cuda.synchronize()", "name = 'cudagraph'", "x.to(device)", "x = 'mycuda'",
+      "f(my_device=0)"]),
     ("cuda-type", _group("TDL005", 0),
      ["import torch\nx = torch.cuda.FloatTensor(2)", "from torch.cuda import FloatTensor as FT\nx = FT(2)",
       "import torch.cuda as C\nx = C.FloatTensor(2)", "from torch import cuda\nx = cuda.FloatTensor(2)",
       "import torch as th\nx = th.cuda.FloatTensor(2)",
       "x = y.type('torch.cuda.FloatTensor')", "from torch import cuda as K\nx = K.LongTensor(1)"],
-     ["import torch\ndef f(x: torch.FloatTensor):\n    return x.cuda()", "x = torch.FloatTensor(2).cuda()"]),
+     ["import torch\ndef f(x: torch.FloatTensor):\n    return x.cuda()", "x = torch.FloatTensor(2).cuda()",
+      "import mycuda\nx = mycuda.FloatTensor(2)", "import torch.cudax as c\nx: torch.Tensor"]),
+    ("gpu-ordinal", _group("TDL003", 0),
+     ["torch.zeros(1, device=0)", "pipe = pipeline('fill-mask', device = 1)", "f(x,\n  device=\\\n  2)"],
+     ["f(num_device=0)", "f(device=d0)", "f(devices=0)"]),
     ("rank-launch", _group("TDL003", 1),
      ["import torch.multiprocessing as mp\nmp.spawn(f, nprocs=2)", "from multiprocessing import Pool\nPool(2)",
       "import torch.distributed as dist\ndist.init_process_group('nccl')", "import os\nr = os.environ['LOCAL_RANK']",
@@ -259,6 +264,11 @@ TEXT_GATES = [
       "from torch.distributed.elastic.multiprocessing import start_processes\nstart_processes(f)"],
      ["import torch.nn as nn\nnn.MaxPool2d(2)", "class DataProcessor:\n    pass", "y = preprocess(x)",
       "x = spawning_rate"]),
+    ("rank-device", (("place:rank",),),
+     ["x.to(rank)", "torch.device(args.local_rank)", "x.to(device=args.gpu)", "torch.load(p, map_location=rank)",
+      "DDP(m, device_ids=[args.local_rank], output_device=args.local_rank)", "x.to(\n    self.Local_Rank)",
+      "y = torch.zeros(1, device=cfg.gpu_id)"],
+     ["x.to(device)", "DDP(m, device_ids=None)", "f = my_device(rank)", "Device = GPU", "x.to(ranking)"]),
 ]
 
 
@@ -276,3 +286,30 @@ def test_a_text_test_drops_what_no_gate_would_pass(name, code):
     from torchdevlint.catalogue import TEXT_TESTS
 
     assert not TEXT_TESTS[name](code) and not TEXT_TESTS[name](code.encode())
+
+
+def test_the_prefilter_reads_the_launch_words_only_where_the_text_uses_a_gpu():
+    """TDL003's two lists: the GPU uses (one pattern each) are tested before the process
+    launchers and rank markers (a substring each): the cheaper list first."""
+    from torchdevlint.catalogue import RULES, _plan, _words
+
+    _, triggers, also, _ = RULES["TDL003"]
+    assert _plan(triggers, also, str) == (_words(triggers, str), _words(also, str))
+    assert _plan(triggers, also, bytes)[0] == _words(triggers, bytes)
+
+
+@pytest.mark.parametrize("kind", [str, bytes])
+def test_one_prefilter_over_many_rules_answers_as_each_rule_alone(kind):
+    """``may_match`` keeps each word's answer across the rules it tries: the same verdict,
+    per rule and in all, as each rule's own test on every fixture and rule example."""
+    from torchdevlint.catalogue import CODES, TOOL_CODES, may_fire, may_match
+
+    codes = [c for c in CODES if c not in TOOL_CODES]
+    texts = [p.read_text(encoding="utf-8") for p in fixture_programs()]
+    texts += list(v for r in RULES for v in r.VALID) + [e.code for r in RULES for e in r.INVALID]
+    texts += ["import os\nprint(os.sep)\n"]
+    for text in texts:
+        data = text if kind is str else text.encode()
+        alone = {c for c in codes if may_fire(c, data)}
+        assert may_match(data, codes) is bool(alone)
+        assert {c for c in codes if may_match(data, [c])} == alone

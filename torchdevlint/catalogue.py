@@ -9,11 +9,11 @@ a file that may. Each rule file declares its own ``name``, ``triggers``,
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Dict, FrozenSet, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
 
 from . import names as N
 from .model import DOCS_URL, Violation
-from .words import TEXT_TESTS, CodeWords, Needs
+from .words import TEXT_TEST_SCANS, TEXT_TESTS, CodeWords, Needs
 
 # the gate of TDL101 and TDL102, as they spell it: a call that resolves to a set_device
 _SET_DEVICE_NEEDS: Needs = (tuple(f"qual:{q}" for q in sorted(N.SET_DEVICE)),)
@@ -111,33 +111,37 @@ TOOL_CODES: FrozenSet[str] = frozenset(c for c in CODES if c.startswith("TDL9"))
 OPT_IN: FrozenSet[str] = frozenset({"TDL007", "TDL008"})
 
 
-def passes(triggers: Tuple[str, ...], also: Tuple[str, ...], data) -> bool:
+def passes(triggers: Tuple[str, ...], also: Tuple[str, ...], data, seen: Optional[Dict] = None) -> bool:
     """The prefilter test (on str or bytes): one of ``triggers`` occurs, and one of
     ``also`` when it is given. A trigger ending in ``(`` matches without it: ``x.cuda ()``
     and ``x.cuda\\\n()`` are calls too. A trigger ``@NAME`` is a test of its own
-    (``TEXT_TESTS``), for a word a substring cannot pin down."""
+    (``TEXT_TESTS``), for a word a substring cannot pin down. ``seen`` keeps each word's
+    answer on this text across the rules of one prefilter (they share many)."""
     first, second = _plan(triggers, also, type(data))
-    return _found(first, data) and (not second or _found(second, data))
+    seen = {} if seen is None else seen
+    return _found(first, data, seen) and (not second or _found(second, data, seen))
 
 
 @lru_cache(maxsize=None)
 def _plan(triggers: Tuple[str, ...], also: Tuple[str, ...], kind: type) -> Tuple[Tuple, Tuple]:
-    """The two lists as the prefilter tests them, the cheaper first: fewer words, then
-    plain substrings before text tests (most texts fail the first)."""
+    """The two lists as the prefilter tests them, the cheaper first: fewer passes over a
+    text that has none of them (a text test counts its substrings, ``TEXT_TEST_SCANS``),
+    then plain substrings before text tests (most texts fail the first)."""
     def cost(words: Tuple[str, ...]) -> Tuple[int, bool]:
-        return len(words), any(w.startswith("@") for w in words)
+        scans = sum(TEXT_TEST_SCANS[w[1:]] if w.startswith("@") else 1 for w in words)
+        return scans, any(w.startswith("@") for w in words)
 
     if not also or cost(triggers) <= cost(also):
         return _words(triggers, kind), _words(also, kind)
     return _words(also, kind), _words(triggers, kind)
 
 
-def _found(words: Tuple, data) -> bool:
+def _found(words: Tuple, data, seen: Dict) -> bool:
     for w in words:
-        if w.__class__ is not tuple:
-            if w in data:
-                return True
-        elif TEXT_TESTS[w[0]](data):
+        hit = seen.get(w)
+        if hit is None:
+            hit = seen[w] = (w in data) if w.__class__ is not tuple else TEXT_TESTS[w[0]](data)
+        if hit:
             return True
     return False
 
@@ -153,15 +157,16 @@ def _words(words: Tuple[str, ...], kind: type) -> Tuple:
     return plain + tuple((w[1:],) for w in words if w.startswith("@"))
 
 
-def may_fire(code: str, data) -> bool:
+def may_fire(code: str, data, seen: Optional[Dict] = None) -> bool:
     """Can the rule ``code`` fire on this text at all?"""
     _, triggers, also, _ = RULES[code]
-    return passes(triggers, also, data)
+    return passes(triggers, also, data, seen)
 
 
 def may_match(data, codes) -> bool:
     """Can any of ``codes`` (tool codes aside) fire on this text?"""
-    return any(may_fire(c, data) for c in codes if c not in TOOL_CODES)
+    seen: Dict = {}
+    return any(may_fire(c, data, seen) for c in codes if c not in TOOL_CODES)
 
 
 def gated(codes, words: CodeWords) -> FrozenSet[str]:

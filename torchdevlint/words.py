@@ -78,18 +78,23 @@ _COMMENT = {str: re.compile(r"#[^\n]*"), bytes: re.compile(rb"#[^\n]*")}
 _RANK = {str: RANK_MARKERS, bytes: re.compile(RANK_MARKERS.pattern.encode())}
 _DATA_PARALLEL = {str: re.compile(r"\bDataParallel\b"), bytes: re.compile(rb"\bDataParallel\b")}
 _SP = r"[\s\\]*"  # spaces, line breaks, continuations
+# Python's regex engine jumps from one occurrence of a pattern's leading literal to the
+# next (a fast substring search) only when the pattern starts with one: a leading `\b`,
+# class or alternation makes it try every position of the text, 10-15x slower over a
+# corpus. So each pattern of a text test starts with its literal, and what must stand
+# before it (no identifier character, `word`; a quote, `quote`) is checked at each match.
 # a `.cuda(` call with no device first (`bare:cuda`): `)`, `None`, or a keyword first
 # (`non_blocking=True`; `device=` too: a superset), comments between allowed
-_BARE_CUDA = rf"\.cuda{_SP}\({_SP}(?:#[^\n]*\n{_SP})*(?:\)|None\b|\w+{_SP}=(?!=))"
+_BARE_CUDA = (rf"\.cuda{_SP}\({_SP}(?:#[^\n]*\n{_SP})*(?:\)|None\b|\w+{_SP}=(?!=))", "")
 # what `place:cuda` reads: a "cuda"/"cuda:N" string, `.cuda(0)`, `device=0`; the last
 # alone (`gpu-ordinal`) where the text has no "cuda" (`pipeline(task, device=0)`)
-_GPU_ORDINAL = rf"\bdevice{_SP}={_SP}\d"
-_GPU_PLACE = rf"""['"]cuda(?::\d+)?['"]|\.cuda{_SP}\({_SP}(?:#[^\n]*\n{_SP})*\d|{_GPU_ORDINAL}"""
+_GPU_ORDINAL = (rf"device{_SP}={_SP}\d", "word")
+_GPU_PLACE = ((r"""cuda(?::\d+)?['"]""", "quote"), (rf"\.cuda{_SP}\({_SP}(?:#[^\n]*\n{_SP})*\d", ""), _GPU_ORDINAL)
 # what TDL005's gate resolves: `cuda.FloatTensor` (any prefix: `torch.`, an alias, a
 # string), `from torch.cuda import ...`, `torch.cuda as X` / `cuda as X`, a string that
 # starts with "torch.cuda."
-_CUDA_TYPE = (rf"\bcuda{_SP}\.{_SP}(?:Float|Double|Half|BFloat16|Byte|Char|Short|Int|Long|Bool)Tensor\b"
-              rf"|\bfrom{_SP}torch{_SP}\.{_SP}cuda{_SP}import\b|\bcuda{_SP}as\b|['\"]torch\.cuda\.")
+_CUDA_TYPE = ((rf"cuda{_SP}(?:\.{_SP}(?:Float|Double|Half|BFloat16|Byte|Char|Short|Int|Long|Bool)Tensor|as)\b", "word"),
+              (rf"from{_SP}torch{_SP}\.{_SP}cuda{_SP}import\b", "word"), (r"torch\.cuda\.", "quote"))
 # what TDL003's gate reads of processes: the identifiers of what starts them and of what
 # sets up distributed work, as words (not `MaxPool2d`, `Processor`), or a rank marker
 _LAUNCH_WORDS = tuple(sorted(LAUNCHERS | {"Process", "Pool", "ProcessPoolExecutor", "init_rpc", "init_process_group",
@@ -98,10 +103,10 @@ _MARKER_WORDS = ("RANK", "WORLD_SIZE", "SLURM_LOCALID", "local_rank", "local-ran
 # name -> (substrings that must all be there, a cheap test first; then the pattern)
 # a process's GPU index as a device (`place:rank`, read as text): `.to(rank)`,
 # `torch.device(local_rank)`, `device=args.gpu`, `device_ids=[rank]`, across lines too
-_RANK_NAME = r"(?:[\w.]*\.)?(?:local_?rank|rank|device_id|gpu(?:_id)?|local_gpu)\b"
-_RANK_DEVICE = (rf"(?i)(?:\.to|\bdevice)\(\s*{_RANK_NAME}"
-                rf"|\b(?:device|map_location|device_ids|output_device)\s*=\s*[\[(]?\s*{_RANK_NAME}")
-_RANK_DEVICE_RE = {str: re.compile(_RANK_DEVICE), bytes: re.compile(_RANK_DEVICE.encode())}
+_RANK_NAME = r"(?i:(?:[\w.]*\.)?(?:local_?rank|rank|device_id|gpu(?:_id)?|local_gpu)\b)"
+_RANK_DEVICE = ((rf"\.to\(\s*{_RANK_NAME}", ""),
+                (rf"device(?:\(\s*|(?:_ids)?\s*=\s*[\[(]?\s*){_RANK_NAME}", "word"),
+                (rf"(?:map_location|output_device)\s*=\s*[\[(]?\s*{_RANK_NAME}", "word"))
 # the words of `_RANK_NAME`, in the cases code spells them: one must occur before the pattern runs
 _RANK_WORDS = ("rank", "Rank", "RANK", "gpu", "Gpu", "GPU", "device_id", "Device_id", "DEVICE_ID")
 
@@ -111,16 +116,37 @@ def _rank_device(data) -> bool:
     have none: no regex scan of them)."""
     kind = type(data)
     words = _RANK_WORDS if kind is str else tuple(w.encode() for w in _RANK_WORDS)
-    return any(w in data for w in words) and _RANK_DEVICE_RE[kind].search(data) is not None
+    return any(w in data for w in words) and _led_by_literal(_RANK_DEVICE_RE, data)
 
 
-_TESTS_RE = {name: ({str: words, bytes: tuple(w.encode() for w in words)},
-                    {str: re.compile(pattern), bytes: re.compile(pattern.encode())})
-             for name, words, pattern in (
-                 ("bare-cuda", (".cuda",), _BARE_CUDA),
-                 ("gpu-use", ("cuda",), f"{_BARE_CUDA}|{_GPU_PLACE}"),
-                 ("gpu-ordinal", ("device",), _GPU_ORDINAL),
+def _compiled(patterns: Sequence[Tuple[str, str]]) -> Tuple[Tuple[Dict[type, "re.Pattern"], str], ...]:
+    """Each (pattern, what precedes it) compiled for str and for bytes."""
+    return tuple(({str: re.compile(pattern), bytes: re.compile(pattern.encode())}, before)
+                 for pattern, before in patterns)
+
+
+_RANK_DEVICE_RE = _compiled(_RANK_DEVICE)
+_TESTS_RE = {name: ({str: words, bytes: tuple(w.encode() for w in words)}, _compiled(patterns))
+             for name, words, patterns in (
+                 ("bare-cuda", (".cuda",), (_BARE_CUDA,)),
+                 ("gpu-use", ("cuda",), (_BARE_CUDA, *_GPU_PLACE)),
+                 ("gpu-ordinal", ("device",), (_GPU_ORDINAL,)),
                  ("cuda-type", ("cuda", "Tensor"), _CUDA_TYPE))}
+_QUOTES = {str: ("'", '"'), bytes: (b"'", b'"')}
+
+
+def _led_by_literal(patterns, data) -> bool:
+    """Whether one of ``patterns`` (see ``_compiled``) matches ``data`` (str or bytes)
+    where what precedes the match is as the pattern asks: anything (``""``), no
+    identifier character (``"word"``), a quote (``"quote"``)."""
+    kind = type(data)
+    for compiled, before in patterns:
+        for m in compiled[kind].finditer(data):
+            k = m.start()
+            if (not before or (before == "quote" and data[k - 1:k] in _QUOTES[kind])
+                    or (before == "word" and not _is_word_char(data[k - 1:k] if k else data[:0]))):
+                return True
+    return False
 
 
 def _load_reference(data) -> bool:
@@ -193,8 +219,11 @@ def _data_parallel(data) -> bool:
 
 def _rank_marker(data) -> bool:
     """What marks a script launched once per rank (``names.RANK_MARKERS``), anywhere in
-    the text: the analysis reads it from code text, comments included."""
-    return _RANK[type(data)].search(data) is not None
+    the text: the analysis reads it from code text, comments included. (Its words
+    first: the pattern starts with a class and so tries every position of the text.)"""
+    kind = type(data)
+    markers = _MARKER_WORDS if kind is str else tuple(w.encode() for w in _MARKER_WORDS)
+    return any(m in data for m in markers) and _RANK[kind].search(data) is not None
 
 
 def _rank_launch(data) -> bool:
@@ -212,8 +241,7 @@ def _rank_launch(data) -> bool:
             if not _is_word_char(before) and not _is_word_char(after):
                 return True
             i = data.find(w, end)
-    markers = _MARKER_WORDS if kind is str else tuple(w.encode() for w in _MARKER_WORDS)
-    return any(m in data for m in markers) and _rank_marker(data)
+    return _rank_marker(data)
 
 
 def _is_word_char(c) -> bool:
@@ -226,12 +254,11 @@ def _is_word_char(c) -> bool:
 
 def _searcher(name: str) -> Callable[..., bool]:
     """The text test ``name`` of ``_TESTS_RE``, on str or bytes: substrings first (most
-    texts stop there), then the pattern."""
+    texts stop there), then its patterns."""
     words, patterns = _TESTS_RE[name]
 
     def test(data) -> bool:
-        kind = type(data)
-        return all(w in data for w in words[kind]) and patterns[kind].search(data) is not None
+        return all(w in data for w in words[type(data)]) and _led_by_literal(patterns, data)
 
     test.__name__ = f"_{name.replace('-', '_')}"
     return test
@@ -244,6 +271,12 @@ TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _
                                               "data-parallel": _data_parallel, "rank-launch": _rank_launch,
                                               "rank-device": _rank_device,
                                               **{name: _searcher(name) for name in _TESTS_RE}}
+# how many substrings each text test looks for in a text that passes none (one for
+# one pattern): what it costs the prefilter beside a plain substring (``catalogue._plan``)
+TEXT_TEST_SCANS: Dict[str, int] = {"load": 1, "rank": len(_MARKER_WORDS), "data-parallel": 1,
+                                   "rank-launch": len(_LAUNCH_WORDS) + len(_MARKER_WORDS),
+                                   "rank-device": len(_RANK_WORDS),
+                                   **{name: len(words[str]) for name, (words, _) in _TESTS_RE.items()}}
 
 
 class CodeWords:

@@ -183,6 +183,20 @@ class ConcurrencyMixin:
         return out
 
     @cached_property
+    def dist_setup_callees(self) -> Set[cst.CSTNode]:
+        """Functions of this file called directly from one that initialises a process
+        group (``dist_setup_functions``): open_clip's ``set_device(device)`` helper, which
+        its ``init_distributed_device`` calls with the rank's device."""
+        out: Set[cst.CSTNode] = set()
+        for site in self.calls:
+            fn = self.enclosing_function(site.scope)
+            if fn is not None and fn.node in self.dist_setup_functions:
+                callee = self.local_function(site.node.func, site.scope)
+                if callee is not None and callee.node is not fn.node:
+                    out.add(callee.node)
+        return out
+
+    @cached_property
     def set_device_sites(self) -> List[CallSite]:
         return [s for s in self.calls if s.qualname in N.SET_DEVICE]
 
@@ -230,6 +244,9 @@ class ConcurrencyMixin:
         if fn is not None:
             if self.devices.per_rank(site) is not None:
                 return "process"  # a launcher-handed function, an RPC worker, a per-rank script
+            if (arg is not None and isinstance(arg.value, cst.Name) and arg.value.value in fn.params
+                    and fn.node in self.dist_setup_callees):
+                return "distributed-setup"  # a helper that the setup hands the rank's device
             if arg is not None and fn.klass is not None and (
                     (isinstance(arg.value, cst.Name) and arg.value.value in fn.params[1:])
                     or (isinstance(arg.value, cst.Attribute) and isinstance(arg.value.value, cst.Name)

@@ -32,7 +32,8 @@ class GlobalSetDevice(Rule):
         `set_device(current_device())` / `set_device(torch.device("cuda"))`, and a
         function that saves the current device and sets it back. Quiet when the same function (or, for a script, the module)
         initialises a process group, directly or through a local helper such as
-        `ddp_setup()`; inside a function started by `mp.spawn`,
+        `ddp_setup()`; in a helper of the file that such a function calls, binding its
+        own parameter (open_clip's `set_device(device)`); inside a function started by `mp.spawn`,
         `multiprocessing.Process(target=...)` or a process pool, or a helper it calls;
         when the index derives from `LOCAL_RANK`/`local_rank`/`rank`/`device_id` in a module that
         uses `torch.distributed`. Inside a thread it is TDL102 instead.
@@ -99,6 +100,11 @@ class GlobalSetDevice(Rule):
         "import torch\ndef main(args):\n    torch.cuda.set_device(args.gpu)\n"
         "def launch(fn, n):\n    pass\nlaunch(main, 2)\n",
         "import torch\ngpu.set_device(1)\n",
+        # open_clip: the distributed setup hands the rank's device to a helper of its own
+        "import torch\nimport torch.distributed as dist\ndef set_device(device):\n"
+        "    if device.startswith('cuda:'):\n        torch.cuda.set_device(device)\n"
+        "def init_distributed_device(local_rank):\n    dist.init_process_group('nccl')\n"
+        "    set_device(f'cuda:{local_rank}')\n",
     )
     INVALID = (
         # the model's own `.cuda()` (another module) follows the current device too: the

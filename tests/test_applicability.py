@@ -136,3 +136,14 @@ def test_a_fix_whose_rewrites_another_makes_adds_no_second_definition():
     assert fixed(out, settings=every) == out
     outcome = fix_source(text, "server.py", every, unsafe=True)
     assert dict(outcome.applied) == {"TDL001": 1, "TDL101": 1}
+
+
+def test_a_legacy_type_given_its_own_device_is_not_said_to_use_the_current_one():
+    """allennlp's `torch.cuda.LongTensor(size, device=device)`: the device is explicit; the
+    finding says what is wrong (a CUDA-only type), not "the implicit current device"."""
+    code = ("import torch\ndef rng(size, device):\n    if device > -1:\n"
+            "        return torch.cuda.LongTensor(size, device=device).fill_(1)\n"
+            "def zeros(n):\n    return torch.cuda.LongTensor(n, device=None)\n")
+    first, second = [v for v in findings(code) if v.code == "TDL005"]
+    assert "whatever its `device=` names" in first.message and "current device" not in first.message
+    assert "implicit current device" in second.message  # `device=None` is the current device

@@ -292,6 +292,9 @@ class LegacyCudaTensorType(Rule):
                 'torch.cuda.is_available() else "cpu")\n\n\ndef sample(n):\n'
                 "    return torch.empty(n, 100, dtype=torch.float32, device=device).normal_(0, 1)\n\n\n"
                 "if __name__ == '__main__':\n    print(sample(4).shape)\n"),
+        # its own device (allennlp's get_range_vector): said so, not the current device
+        Example("import torch\ndef rng(size, device):\n    if device > -1:\n"
+                "        return torch.cuda.LongTensor(size, device=device).fill_(1)\n"),
         # used otherwise, or with unpacked arguments: display
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nmake(T)\n"),
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor s in shapes:\n"
@@ -314,6 +317,10 @@ class LegacyCudaTensorType(Rule):
                 continue
             message = (f"`{type_name}` allocates on the implicit current device and fails without CUDA; "
                        f"use `dtype=torch.{dtype}` with an explicit `device=`")
+            chosen = site.keyword("device") if kind == "call" else None
+            if chosen is not None and not (isinstance(chosen.value, cst.Name) and chosen.value.value == "None"):
+                message = (f"`{type_name}` is a legacy CUDA type: it fails without CUDA whatever its `device=` "
+                           f"names; use `torch.empty`/`torch.tensor` with `dtype=torch.{dtype}` and that `device=`")
             fix = self._fix(ctx, site, kind, dtype, anchor)
             yield ctx.violation(site.node, message, _unless_tensor(a, [site], fix) if kind == "type" else fix)
         yield from self._aliases(ctx)

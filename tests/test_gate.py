@@ -313,3 +313,25 @@ def test_one_prefilter_over_many_rules_answers_as_each_rule_alone(kind):
         alone = {c for c in codes if may_fire(c, data)}
         assert may_match(data, codes) is bool(alone)
         assert {c for c in codes if may_match(data, [c])} == alone
+
+
+def test_the_gate_s_walk_meets_every_node_ast_walk_does_but_contexts_and_operators():
+    """``words.walk`` skips what no gate reads as a node (``Load``, ``Add``, ``Eq``...):
+    every other node, in ``ast.walk``'s order, on every fixture and rule example, and on
+    the syntax a fixture may lack (match, f-strings, walrus, decorators, type params)."""
+    import sys
+
+    from torchdevlint.words import walk
+
+    texts = [p.read_text(encoding="utf-8") for p in fixture_programs()]
+    texts += list(v for r in RULES for v in r.VALID) + [e.code for r in RULES for e in r.INVALID]
+    texts.append("match x:\n    case [a, *rest] if (n := len(rest)) > 1:\n        f'{a!r:>{n}}'\n"
+                 "    case {'k': v, **kw}:\n        pass\n    case C(y=1) as z:\n        pass\n"
+                 "@dec(1)\nasync def g(*a, b=2, **k) -> int:\n    async with m as q:\n        await q\n"
+                 "    return [i async for i in q if not i]\ntry:\n    pass\nexcept* E as e:\n    del e\n")
+    if sys.version_info >= (3, 12):
+        texts.append("type A[T] = list[T]\ndef f[T: int](x: T) -> T:\n    return x\n")
+    skipped = (ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
+    for text in texts:
+        tree = ast.parse(text)
+        assert list(walk(tree)) == [n for n in ast.walk(tree) if not isinstance(n, skipped)], text

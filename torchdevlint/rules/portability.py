@@ -10,7 +10,7 @@ needs CUDA on no condition elsewhere, an ``if`` on the data: the fix would half 
 the function), one side of ``a if c else b`` or of ``a or b``, a function (or, at module
 level, a module) that asks ``is_available()``/``device_count()`` or tells the CPU from
 CUDA itself (``if device.type == "cpu": return``), an ``if`` around it that
-asks, or an enclosing function or class named or decorated for CUDA or a GPU (``class
+asks, or an enclosing function or class named or decorated for CUDA, ROCm or a GPU (``class
 CudaTimer``, ``@unittest.skipIf(not torch.cuda.is_available(), ...)``,
 ``@requires_cuda``, ``@pytest.mark.gpu``): code meant for GPUs only.
 """
@@ -65,7 +65,9 @@ _MODULE_STOP = re.compile(r"^(?:assert\b[^\n]*(?:is_available|device_count)"
 _DEVICE_TEST = re.compile(r"^[ \t]*(?:el)?if\b[^\n]*(?:[=!]=[ \t]*['\"](?:cpu|cuda)['\"]"
                           r"|['\"](?:cpu|cuda)['\"][ \t]*[=!]=|\.is_cuda\b)", re.MULTILINE)
 # words that mark a function or class as meant for GPUs only, in its name or a decorator
-_GPU_WORDS = ("cuda", "gpu")
+# (ROCm: AMD's GPUs, which torch names "cuda" too; ultralytics' `@pytest.mark.skipif(not
+# ROCM_IS_AVAILABLE, ...)` on `test_rocm_...`)
+_GPU_WORDS = ("cuda", "gpu", "rocm")
 # a test of the distributed mode, not of the device (`if args.distributed:`, `if
 # args.local_rank != -1:`, `if rank == 0:`, `if dist.is_initialized():`): each branch is a
 # way the program runs, and a CPU machine runs either (a launcher starts gloo ranks there).

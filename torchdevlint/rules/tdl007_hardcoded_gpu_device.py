@@ -102,7 +102,7 @@ class HardcodedGpuDevice(Rule):
         or attribute that holds the GPU, a test of it alone, `if device == "cuda":`, or of
         a name derived from it alone, `device_type = "cuda" if "cuda" in device else
         "cpu"` then `if device_type == "cuda":`, follows the choice and does not make one), outside functions and
-        classes named or decorated for CUDA or a GPU, and outside modules that stop as
+        classes named or decorated for CUDA, ROCm or a GPU, and outside modules that stop as
         they are imported without CUDA (`assert torch.cuda.is_available()` at their top
         level: GPU-only by the author's word, until TDL008 removes the assertion, as a
         migration does in the same `fix`). Per-rank code too (`.cuda(rank)`,
@@ -153,6 +153,9 @@ class HardcodedGpuDevice(Rule):
         come first and freeze the devices), and in TorchScript.
     """
     VALID = (
+        # a test that runs only on AMD GPUs (ultralytics' tests/test_rocm.py)
+        "import pytest\nROCM = rocm_is_available()\n@pytest.mark.skipif(not ROCM, reason='ROCm/HIP not available')\n"
+        "def test_export(tmp_path):\n    assert YOLO('m.pt').export(format='onnx', device=0)\n",
         'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
         # the CPU's own ordinal for a pipeline; a torch.cuda query's device (TDL008's call)
         'from transformers import pipeline\nclf = pipeline("text-classification", device=-1)\n',

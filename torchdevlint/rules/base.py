@@ -120,13 +120,14 @@ class Context:
 
     def remove_lines(self, stmt: cst.BaseStatement) -> Optional[Edit]:
         """The edit that deletes the lines of ``stmt`` (and one blank line beside it where
-        it stands between blank lines); None where its line holds other statements too."""
+        it stands between blank lines, or first in the file before one); None where its
+        line holds other statements too."""
         a = self.analysis
         first, last = a.first_line(stmt), a.range(stmt).end.line
         if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) > 1:
             return None
-        if 1 < first and last < len(a.lines) and not a.lines[first - 2].strip() and not a.lines[last].strip():
-            last += 1  # between blank lines: one of them goes too
+        if last < len(a.lines) and not a.lines[last].strip() and (first == 1 or not a.lines[first - 2].strip()):
+            last += 1  # between blank lines (or first in the file, before one): one of them goes too
         return Edit((first, 0), (last + 1, 0), "", "\n".join(a.lines[first - 1:last]))
 
     def seen(self, node: cst.CSTNode) -> str:

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
 from .. import names as N
-from ..analysis import CallSite, walk
+from ..analysis import CallSite, names_in, walk
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import (beside_unconditional, chosen_conditionally, device_words, evaluated, guard_statement,
@@ -531,7 +532,7 @@ class CudaOnlyCall(Rule):
                 "        args.rank = 0\n    else:\n        print('Does not support training without GPU.')\n"
                 "        sys.exit(1)\n"
                 "    dist.init_process_group(backend='gloo', init_method='env://', world_size=1, rank=args.rank)\n",
-                "import os\nimport sys\n\nimport torch\nimport torch.distributed as dist\n\n\n"
+                "import os\n\nimport torch\nimport torch.distributed as dist\n\n\n"
                 "def init_distributed_mode(args):\n    if 'RANK' in os.environ:\n"
                 "        args.rank = int(os.environ['RANK'])\n    # launched naively\n"
                 "    else:  # one GPU\n        print('Will run the code on one GPU.')\n"
@@ -542,7 +543,7 @@ class CudaOnlyCall(Rule):
                 "        rank = int(os.environ['RANK'])\n    elif torch.cuda.is_available():\n        rank = 0\n"
                 "    else:\n        print('no GPU')\n        sys.exit(1)\n    print(torch.zeros(1) + rank)\n\n\n"
                 "if __name__ == '__main__':\n    main()\n",
-                "import os\nimport sys\nimport torch\n\n\ndef main():\n    if 'RANK' in os.environ:\n"
+                "import os\nimport torch\n\n\ndef main():\n    if 'RANK' in os.environ:\n"
                 "        rank = int(os.environ['RANK'])\n    else:\n        rank = 0\n"
                 "    print(torch.zeros(1) + rank)\n\n\n"
                 "if __name__ == '__main__':\n    main()\n"),
@@ -620,8 +621,14 @@ class CudaOnlyCall(Rule):
                 "        print('no gpu device available')\n        sys.exit(1)\n    print(torch.ones(2).sum())\n\n\n"
                 "if __name__ == '__main__':\n    if not torch.cuda.is_available(): raise RuntimeError('requires CUDA')\n"
                 "    main()\n",
-                "import sys\n\nimport torch\n\n\ndef main():\n    print(torch.ones(2).sum())\n\n\n"
+                "import torch\n\n\ndef main():\n    print(torch.ones(2).sum())\n\n\n"
                 "if __name__ == '__main__':\n    main()\n"),
+        # ... the modules the stop used stay where other code reads them too
+        Example("import logging\nimport sys\n\nimport torch\n\n\ndef main():\n    if not torch.cuda.is_available():\n"
+                "        logging.info('no gpu device available')\n        sys.exit(1)\n"
+                "    logging.info('on %s', sys.platform)\n\n\nif __name__ == '__main__':\n    main()\n",
+                "import logging\nimport sys\n\nimport torch\n\n\ndef main():\n"
+                "    logging.info('on %s', sys.platform)\n\n\nif __name__ == '__main__':\n    main()\n"),
         # ... through the name that holds the answer (the name stays: other code may read it)
         Example("import torch\n\nuse_cuda = torch.cuda.is_available()\nif not use_cuda:\n"
                 "    exit('Please run on a machine with a GPU')\nprint(torch.ones(2).sum())\n",
@@ -736,11 +743,12 @@ class CudaOnlyCall(Rule):
         if isinstance(line, cst.SimpleStatementLine) and len(line.body) > 1:
             return Fix(Applicability.DISPLAY, f"{message} (display only: the line holds other statements: "
                                               "split it first)")
+        unused = _imports_only_in(ctx, stop)
         if _alone_in_block(a, line):
-            return Fix(Applicability.UNSAFE, message, (ctx.replace(stop, "pass"),))
+            return Fix(Applicability.UNSAFE, message, (ctx.replace(stop, "pass"), *unused))
         gone = ctx.remove_lines(line)
         assert gone is not None  # (one statement on its line: tested above)
-        return Fix(Applicability.UNSAFE, message, (gone,))
+        return Fix(Applicability.UNSAFE, message, (gone, *unused))
 
     def _run_branch(self, ctx: Context, branch: cst.If) -> Fix:
         """``elif torch.cuda.is_available():`` becomes ``else:``, and the ``else`` that
@@ -754,7 +762,8 @@ class CudaOnlyCall(Rule):
                                               "CPU path by hand)")
         start, end = ctx.start(branch), ctx.end(branch.orelse)
         body = _written(a, ctx.end(branch.test), ctx.end(branch.body.body[-1]))  # `:` ... the branch's last line
-        return Fix(Applicability.UNSAFE, message, (Edit(start, end, f"else{body}", _written(a, start, end)),))
+        return Fix(Applicability.UNSAFE, message, (Edit(start, end, f"else{body}", _written(a, start, end)),
+                                                   *_imports_only_in(ctx, branch.orelse)))
 
     def _one_process(self, ctx: Context, site: CallSite, count: cst.Call) -> Fix:
         """``torch.cuda.device_count()`` -> ``torch.cuda.device_count() or 1`` (an
@@ -830,6 +839,34 @@ class CudaOnlyCall(Rule):
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"{message} (display only: {exc})")
         return Fix(Applicability.UNSAFE, message, tuple(imports) + (guard_statement(ctx, line, torch),))
+
+
+# modules a stop reports and exits with, whose import does nothing else: once the stop is
+# gone and nothing else reads them, their import goes too (flake8's F401 would say it)
+_STOP_MODULES = frozenset({"sys", "os", "logging", "warnings"})
+
+
+def _imports_only_in(ctx: Context, removed: cst.CSTNode) -> List[Edit]:
+    """The edits that remove the module-level ``import sys`` (a line of its own, no
+    alias) of each module in ``_STOP_MODULES`` that ``removed`` reads and no other code of
+    the module names (any name so spelled counts: a parameter, an attribute's owner)."""
+    a = ctx.analysis
+    read = set(names_in(removed)) & _STOP_MODULES
+    if not read:
+        return []
+    inside, everywhere = Counter(names_in(removed)), Counter(names_in(a.module))
+    edits: List[Edit] = []
+    for stmt in a.module.body:
+        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+                and isinstance(stmt.body[0], cst.Import) and len(stmt.body[0].names) == 1):
+            continue
+        alias = stmt.body[0].names[0]
+        name = a.code(alias.name)
+        if alias.asname is None and name in read and everywhere[name] - inside[name] == 1:  # the import's own
+            gone = ctx.remove_lines(stmt)
+            if gone is not None:
+                edits.append(gone)
+    return edits
 
 
 def _cuda_stop(ctx: Context, site: CallSite) -> Union[cst.Assert, cst.If, None]:

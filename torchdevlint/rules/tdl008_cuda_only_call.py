@@ -193,7 +193,8 @@ class CudaOnlyCall(Rule):
         unsafe; with TDL007's fallbacks of
         the rank's placements, a DDP program then runs on the CPU too. An assertion that
         CUDA is available, or a script's stop without it, is removed (`pass` where it is
-        its block's only statement; unsafe: without CUDA the program goes on, on the
+        its block's only statement; the import of `sys`, `os`, `logging` or `warnings`
+        goes too where only the stop read it; unsafe: without CUDA the program goes on, on the
         CPU, instead of stopping; with CUDA nothing changes but one query less); an
         `elif torch.cuda.is_available():` whose `else` stops becomes `else:`, the stop
         gone (the branch meant for one GPU runs on the CPU, with the fallbacks; display

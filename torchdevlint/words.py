@@ -283,8 +283,8 @@ TEXT_TEST_SCANS: Dict[str, int] = {"load": 1, "rank": len(_MARKER_WORDS), "data-
 # contexts (`Load`, `Store`) nor the operators (read from their parent: `BinOp.op`), nor
 # plain values (identifiers, constants' values); filled per type as the walk meets it
 _CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
-_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "name", "asname", "arg", "module", "value_kind",
-                             "kind", "type_comment", "level", "conversion", "lineno", "col_offset"})
+_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "name", "asname", "arg", "module", "kind",
+                             "type_comment", "level", "conversion"})
 
 
 def walk(tree: ast.AST) -> Iterable[ast.AST]:

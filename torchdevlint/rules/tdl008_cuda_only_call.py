@@ -852,10 +852,11 @@ def _imports_only_in(ctx: Context, removed: cst.CSTNode) -> List[Edit]:
     alias) of each module in ``_STOP_MODULES`` that ``removed`` reads and no other code of
     the module names (any name so spelled counts: a parameter, an attribute's owner)."""
     a = ctx.analysis
-    read = set(names_in(removed)) & _STOP_MODULES
+    inside = Counter(names_in(removed))
+    read = set(inside) & _STOP_MODULES
     if not read:
         return []
-    inside, everywhere = Counter(names_in(removed)), Counter(names_in(a.module))
+    everywhere = Counter(names_in(a.module))
     edits: List[Edit] = []
     for stmt in a.module.body:
         if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1

@@ -546,7 +546,10 @@ def is_storage(analysis: Analysis, call: cst.Call) -> bool:
     receiver = func.value
     if isinstance(receiver, cst.Call):
         inner = receiver.func
-        name = inner.attr.value if isinstance(inner, cst.Attribute) else getattr(inner, "value", "")
+        # `torch.FloatStorage(n)`, `FloatStorage(n)`; a factory of another shape
+        # (`models[name]()`, `make()()`) is no storage
+        name = (inner.attr.value if isinstance(inner, cst.Attribute)
+                else inner.value if isinstance(inner, cst.Name) else "")
         return name in ("storage", "untyped_storage", "_storage", "_typed_storage") or name.endswith("Storage")
     return isinstance(receiver, cst.Name) and receiver.value == _map_location_storages(analysis).get(call)
 

@@ -111,6 +111,11 @@ class BareCudaCall(Rule):
             'import torch as T\ndevice = T.device("cuda" if T.cuda.is_available() else "cpu")\n'
             "x = T.from_numpy(a).float().to(device, non_blocking=True)\n",
         ),
+        Example(  # a model picked from a registry by name (super-gradients' examples): no storage
+            "import torch\nfrom models import MODELS\nmodel = MODELS['resnet']().cuda()\n",
+            'import torch\nfrom models import MODELS\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+            "model = MODELS['resnet']().to(device)\n",
+        ),
         Example(
             "import torch\nx = torch.ones(2).cuda(device=None)\n",
             'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'

@@ -376,9 +376,12 @@ class ProcessFlow:
 
 _BINDER = re.compile(r"(?:^|_)(?:get|set|select|setup|init|bind|pin)_?(?:cuda_|gpu_|local_)?device(?:$|_)|device_setup"
                      # a distributed setup: binds the rank's GPU before its process group (DETR's,
-                     # DeiT's and DINO's init_distributed_mode, mmcv's init_dist, timm's
-                     # init_distributed_device, pysot's dist_init, setup_distributed)
-                     r"|(?:^|_)(?:init|setup)_dist(?:ributed)?(?:_mode|_device)?$|^_?dist(?:ributed)?_init$")
+                     # DeiT's and DINO's init_distributed_mode, mmcv's init_dist and its
+                     # _init_dist_pytorch/_slurm/_mpi, timm's init_distributed_device, pysot's
+                     # dist_init, setup_distributed, ESPnet's init_torch_distributed,
+                     # super-gradients' initialize_ddp)
+                     r"|(?:^|_)(?:init(?:ialize)?|setup)_(?:torch_)?(?:dist(?:ributed)?|ddp)"
+                     r"(?:_mode|_device|_pytorch|_slurm|_mpi)?$|^_?dist(?:ributed)?_init$")
 
 
 def _binder_name(name: str) -> bool:

@@ -93,6 +93,13 @@ class RankCodeOnFixedDevice(Rule):
         "    return nn.parallel.DistributedDataParallel(model, device_ids=[args.gpu]), x\n\n\n"
         "if __name__ == '__main__':\n    parser = argparse.ArgumentParser()\n"
         "    parser.add_argument('--local_rank', default=0, type=int)\n    train(parser.parse_args())\n",
+        # ESPnet's worker: a method of another module's option object binds the rank's GPU
+        # (`init_torch_distributed`: `set_device(self.local_rank)`) before the model moves
+        "import torch\nimport torch.multiprocessing as mp\nfrom options import DistributedOption\n\n\n"
+        "def main_worker(args):\n    option = DistributedOption(args)\n    option.init_torch_distributed()\n"
+        "    return Net().to(device='cuda' if args.ngpu > 0 else 'cpu')\n\n\n"
+        "def main(args):\n    for i in range(args.ngpu):\n"
+        "        mp.Process(target=main_worker, args=(args,)).start()\n",
         # a device compared, itself or its type, before the rank binds its own: no placement
         "import torch\nimport torch.multiprocessing as mp\ndef worker(rank, device):\n"
         "    same = device.type == torch.device('cuda').type\n    torch.cuda.set_device(rank)\n    return same\n"

@@ -16,6 +16,7 @@ from .facts import (  # noqa: F401
     Target,
     _arg_value,
     _kw_value,
+    called_name,
     names_in,
 )
 
@@ -28,6 +29,10 @@ _LOCAL_RANK_EXPLICIT = re.compile(r"LOCAL_RANK|local_rank|localrank|SLURM_LOCALI
 # how a function reaches a pool thread (`Target.via`), and calls that are no CUDA work
 _POOLED = ("executor.", "loop.run_in_executor", "asyncio.to_thread")
 _NOT_CUDA_WORK = ("print", "len", "str", "repr", "format", "logging.", "logger.", "log.", "time.")
+# where a pool takes its initializer positionally (`ThreadPool(n, init)`,
+# `ThreadPoolExecutor(n, prefix, init)`), for the pools `_executor_kind` knows
+_POOL_INITIALIZER_AT = {"ThreadPoolExecutor": 2, "ProcessPoolExecutor": 2, "ThreadPool": 1, "Pool": 1}
+_INITIALIZER = "a pool's initializer"
 
 
 class ConcurrencyMixin:
@@ -36,16 +41,17 @@ class ConcurrencyMixin:
     def targets(self) -> List[Target]:
         found: List[Target] = []
 
-        def add(expr: Optional[cst.BaseExpression], kind: str, via: str, site: Optional[CallSite]):
+        def add(expr: Optional[cst.BaseExpression], kind: str, via: str, site: Optional[CallSite],
+                setup: Optional[FunctionInfo] = None):
             if expr is None:
                 return
             fn = self.local_function(expr, site.scope if site else self.module_scope)
             if fn is not None:
-                found.append(Target(fn, kind, via, site))
+                found.append(Target(fn, kind, via, site, setup))
                 if isinstance(fn.node, cst.Lambda) and isinstance(fn.node.body, cst.Call):
                     inner = self.local_function(fn.node.body.func, fn.scope)
                     if inner is not None:
-                        found.append(Target(inner, kind, via, site))
+                        found.append(Target(inner, kind, via, site, setup))
 
         for site in self.calls:
             q = site.qualname
@@ -67,7 +73,14 @@ class ConcurrencyMixin:
                 receiver = site.node.func.value  # type: ignore[union-attr]
                 kind = self._executor_kind(receiver, site.scope)
                 if kind is not None:
-                    add(_arg_value(site.positional(0)), kind, f"executor.{site.method}", site)
+                    add(_arg_value(site.positional(0)), kind, f"executor.{site.method}", site,
+                        self._pool_initializer(receiver, site.scope))
+            elif called_name(site.node.func) in _POOL_INITIALIZER_AT:
+                # a pool's initializer runs as each worker starts, before any of its tasks
+                setup = self._pool_initializer(site.node, site.scope)
+                if setup is not None:
+                    found.append(Target(setup, self._executor_kind(site.node, site.scope) or "thread",
+                                        _INITIALIZER, site))
         for klass in self.classes:
             for base_q, kind in ((N.THREAD, "thread"), (N.PROCESS, "process")):
                 if "run" in klass.methods and self.subclasses(klass, base_q):
@@ -101,6 +114,23 @@ class ConcurrencyMixin:
             kinds.discard(None)
             return kinds.pop() if len(kinds) == 1 else None
         return None
+
+    def _pool_initializer(self, expr: Optional[cst.BaseExpression], scope: Scope) -> Optional[FunctionInfo]:
+        """The function of this file that a pool runs as each worker starts (its
+        ``initializer``: ``ThreadPoolExecutor(1, initializer=bind)``, ``Pool(n, bind)``),
+        for the pool's constructor call or a name bound once to one."""
+        if isinstance(expr, cst.Name):
+            owner, imported = self.lookup(expr.value, scope)
+            if owner is None or imported is not None:
+                return None
+            values = [b.value for b in owner.bindings[expr.value] if b.kind in ("assign", "with")]
+            return self._pool_initializer(values[0], owner) if len(values) == 1 else None
+        site = self.site_of.get(expr) if isinstance(expr, cst.Call) else None
+        if site is None or self._executor_kind(expr, scope) is None:
+            return None
+        at = _POOL_INITIALIZER_AT.get(called_name(expr.func) or "")
+        arg = site.keyword("initializer") or (site.positional(at) if at is not None else None)
+        return self.local_function(arg.value, scope) if arg is not None else None
 
     def target_of(self, fn: Optional[FunctionInfo], kind: str) -> Optional[Target]:
         if fn is None:
@@ -210,6 +240,8 @@ class ConcurrencyMixin:
             return None
         fn = self.enclosing_function(site.scope)
         target = self.target_of(fn, "thread")
+        if target is not None and target.via == _INITIALIZER:
+            return "own"  # each worker thread binds its device once, for all its tasks
         if target is not None and target.via.startswith(_POOLED):
             return "pooled"
         for call in self.calls:  # any call after it but printing/logging/timing is work

@@ -27,9 +27,8 @@ from .. import names as N
 from .core import Analysis
 from ..source import Outline
 from .treewalk import walk
-from .facts import (CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, compared, definitely_bound,
-                    is_bare_cuda)
-from .process import _called_name as _last_name
+from .facts import (CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, called_name, compared,
+                    definitely_bound, is_bare_cuda)
 from .process import _is_main_guard
 
 # Functions handed to these run once per process (see names.LAUNCHERS)
@@ -88,7 +87,7 @@ class DeviceFacts:
             if t.kind == "process":
                 roots.setdefault(t.function.node, t.via)
         for site in a.calls:
-            name = _last_name(site.node.func)
+            name = called_name(site.node.func)
             q = site.qualname or ""
             if name in _LAUNCHERS and not q.startswith(("gevent", "eventlet", "pexpect", "subprocess")):
                 entry = None
@@ -146,7 +145,7 @@ class DeviceFacts:
         a = self.a
         out: Set[object] = set()
         for site in a.calls:
-            if _last_name(site.node.func) in _BINDING_LAUNCHERS:
+            if called_name(site.node.func) in _BINDING_LAUNCHERS:
                 for arg in site.node.args:
                     fn = a.local_function(arg.value, site.scope)
                     if fn is not None:
@@ -241,6 +240,10 @@ class DeviceFacts:
                       or self._caller_binds_first(b_owner, owner, ancestors)):
                 continue
             return f"a binding on line {a.range(b_node).start.line} runs first"
+        for node in ancestors:  # a pool's task, where every pool that runs it binds first
+            lines = [self._setup_binding(t) for t in a.targets if t.function.node is node]
+            if lines and all(lines):
+                return f"the pool's initializer binds each worker's device first (line {lines[0]})"
         self.per_process  # noqa: B018 - fills `handed`
         for node in ancestors:
             entry = self.handed.get(node)
@@ -252,6 +255,15 @@ class DeviceFacts:
                     return (f"the process entry that runs it binds its device first "
                             f"(line {a.range(b_node).start.line})")
         return None
+
+    def _setup_binding(self, target) -> Optional[int]:
+        """The line of a binding that the pool running ``target`` makes as each worker
+        starts (in its ``initializer`` or what that calls), or None."""
+        if target.setup is None:
+            return None
+        reach = self.flow.reach({target.setup.node}, upward=False)
+        return next((self.a.range(b_node).start.line for b_node, b_owner, _ in self._binding_points
+                     if b_owner in reach), None)
 
     def in_cuda_override(self, site: CallSite) -> bool:
         """Inside a class's own ``cuda()`` method (``super().cuda()`` places where its
@@ -328,7 +340,7 @@ class DeviceFacts:
             # a helper that gives one, this file's or another module's (fairseq's
             # `utils.get_tpu_device()`); not torch's (`torch.cuda.device` is a context),
             # nor one that moves something to a device (`to_device(x, d)`)
-            name = _last_name(expr.func) or ""
+            name = called_name(expr.func) or ""
             return ((q is None or q.split(".")[0] != "torch") and name.endswith("device")
                     and name != "set_device" and not name.startswith(("to_", "move")))
         if isinstance(expr, cst.Attribute):

@@ -150,6 +150,7 @@ class Target:
     kind: str  # thread | process
     via: str  # how it was started, for messages
     site: Optional[CallSite]
+    setup: Optional[FunctionInfo] = None  # a pool's initializer: runs first on the task's worker
 
 
 @dataclass(eq=False)
@@ -218,6 +219,15 @@ def _int_list(expr: cst.BaseExpression) -> Optional[List[int]]:
             return None
         out.append(int(el.value.evaluated_value))
     return out
+
+
+def called_name(func: cst.BaseExpression) -> Optional[str]:
+    """The name a call is made by: ``f`` of ``f(...)``, ``m`` of ``obj.m(...)``."""
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
 
 
 def _arg_value(arg: Optional[cst.Arg]) -> Optional[cst.BaseExpression]:

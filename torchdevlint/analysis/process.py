@@ -28,7 +28,7 @@ import libcst as cst
 
 from .. import names as N
 from .core import Analysis
-from .facts import CallSite, FunctionInfo
+from .facts import CallSite, FunctionInfo, called_name
 from .treewalk import walk
 
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
@@ -317,7 +317,7 @@ class ProcessFlow:
                     or self.env_write_call(site)):
                 out.append(site)
             elif (q is None or not N.is_torch(q)) and self.callee(site) is None:
-                name = _called_name(site.node.func)  # local helpers are read, not guessed
+                name = called_name(site.node.func)  # local helpers are read, not guessed
                 if name is not None and _binder_name(name):
                     out.append(site)
         return out
@@ -400,14 +400,6 @@ def _bound_before(owner, name: str, site: CallSite) -> bool:
     if owner.is_function and owner is not site.scope:
         return True  # bound in an enclosing function: a closure
     return any(b.order < site.order for b in bindings)
-
-
-def _called_name(func: cst.BaseExpression) -> Optional[str]:
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
 
 
 def _is_key(expr: Optional[cst.BaseExpression]) -> bool:

@@ -100,6 +100,11 @@ class RankCodeOnFixedDevice(Rule):
         "    return Net().to(device='cuda' if args.ngpu > 0 else 'cpu')\n\n\n"
         "def main(args):\n    for i in range(args.ngpu):\n"
         "        mp.Process(target=main_worker, args=(args,)).start()\n",
+        # a process pool whose initializer binds each worker's GPU before any task runs
+        "import torch\nimport torch.multiprocessing as mp\n\n\ndef bind(queue):\n    torch.cuda.set_device(queue.get())\n\n\n"
+        "def work(n):\n    return torch.zeros(n).cuda().sum().item()\n\n\n"
+        "def main(queue):\n    with mp.Pool(2, initializer=bind, initargs=(queue,)) as pool:\n"
+        "        return pool.map(work, [1, 2])\n",
         # a device compared, itself or its type, before the rank binds its own: no placement
         "import torch\nimport torch.multiprocessing as mp\ndef worker(rank, device):\n"
         "    same = device.type == torch.device('cuda').type\n    torch.cuda.set_device(rank)\n    return same\n"

@@ -34,7 +34,8 @@ class GlobalSetDevice(Rule):
         initialises a process group, directly or through a local helper such as
         `ddp_setup()`; in a helper of the file that such a function calls, binding its
         own parameter (open_clip's `set_device(device)`); inside a function started by `mp.spawn`,
-        `multiprocessing.Process(target=...)` or a process pool, or a helper it calls;
+        `multiprocessing.Process(target=...)` or a process pool, or a helper it calls; in a
+        pool's `initializer` (each worker binds once as it starts, before its tasks);
         when the index derives from `LOCAL_RANK`/`local_rank`/`rank`/`device_id` in a module that
         uses `torch.distributed`. Inside a thread it is TDL102 instead.
     """
@@ -100,6 +101,15 @@ class GlobalSetDevice(Rule):
         "import torch\ndef main(args):\n    torch.cuda.set_device(args.gpu)\n"
         "def launch(fn, n):\n    pass\nlaunch(main, 2)\n",
         "import torch\ngpu.set_device(1)\n",
+        # ColossalAI's memory monitor: each worker thread of its pool binds the parent's
+        # device as it starts (a pool's initializer), so its tasks measure the right GPU
+        "from concurrent.futures import ThreadPoolExecutor\nimport torch\nclass MemoryMonitor:\n"
+        "    def __init__(self):\n        current_device = torch.cuda.current_device()\n"
+        "        def _set_cuda_device():\n            torch.cuda.set_device(current_device)\n"
+        "        self.executor = ThreadPoolExecutor(max_workers=1, initializer=_set_cuda_device)\n",
+        # a process pool's initializer takes each worker's GPU from a queue (positionally)
+        "import torch\nimport torch.multiprocessing as mp\ndef bind(queue):\n    torch.cuda.set_device(queue.get())\n"
+        "def main(queue, items):\n    with mp.Pool(2, bind, (queue,)) as pool:\n        return pool.map(len, items)\n",
         # open_clip: the distributed setup hands the rank's device to a helper of its own
         "import torch\nimport torch.distributed as dist\ndef set_device(device):\n"
         "    if device.startswith('cuda:'):\n        torch.cuda.set_device(device)\n"

@@ -33,7 +33,8 @@ class SetDeviceInThread(Rule):
           binding was meant for another thread, which stays on cuda:0.
         Quiet for the per-thread idiom: a dedicated thread (`Thread(target=f)`, a
         `Thread` subclass's `run`) that binds its own argument's or its parent's device
-        and then does its work. A process target binding its own device is quiet too.
+        and then does its work, and a pool's `initializer`, which binds each worker
+        thread once as it starts, for all the tasks it runs. A process target binding its own device is quiet too.
     """
     why = """
         CUDA's current device is per host thread, and a new thread starts on device 0.
@@ -67,6 +68,10 @@ class SetDeviceInThread(Rule):
     VALID = (
         "import torch, threading\ndef work():\n    with torch.cuda.device(1):\n        pass\n"
         "threading.Thread(target=work).start()\n",
+        # a pool's initializer: each worker thread binds once as it starts, for all its tasks
+        "import torch\nfrom concurrent.futures import ThreadPoolExecutor\ndef bind(k):\n    torch.cuda.set_device(k)\n"
+        "def work(x):\n    return x.sum()\npool = ThreadPoolExecutor(2, 'copy', bind, (1,))\n"
+        "pool.submit(work, None)\n",
         "import torch\nimport multiprocessing as mp\ndef work(i):\n    torch.cuda.set_device(i)\n"
         "mp.Process(target=work, args=(1,)).start()\n",
         "import torch\ndef not_a_thread(i):\n    torch.cuda.set_device(i)\n"

@@ -27,7 +27,8 @@ class ThreadUsesImplicitDevice(Rule):
     what = """
         A thread target (as in TDL102) that does CUDA work with an implicit device
         (`.cuda()`, `device="cuda"`, `torch.device("cuda")`) and never binds a device
-        (no `set_device`, no `with torch.cuda.device(...)`). Not `pin_memory()` or
+        (no `set_device`, no `with torch.cuda.device(...)`, in it or in the pool's
+        `initializer`, which runs first on each worker thread). Not `pin_memory()` or
         `pin_memory=True`: torch pins host memory under whichever GPU already has a
         context (the current one first), so a thread that only pins creates none on
         GPU 0 (pytorch/pytorch#21081).
@@ -65,6 +66,12 @@ class ThreadUsesImplicitDevice(Rule):
         # pinning host memory uses an existing context, not the thread's device 0
         "from concurrent.futures import ThreadPoolExecutor\nimport torch\n"
         "pool = ThreadPoolExecutor(2)\npool.map(lambda t: t.pin_memory(), [torch.zeros(1)])\n",
+        # each worker thread binds the parent's device as it starts, before any task
+        "from concurrent.futures import ThreadPoolExecutor\nimport torch\n\n\ndef bind(k):\n"
+        "    torch.cuda.set_device(k)\n\n\ndef copy(batch):\n    return batch.cuda(non_blocking=True)\n\n\n"
+        "def run(batches):\n    k = torch.cuda.current_device()\n"
+        "    with ThreadPoolExecutor(2, initializer=bind, initargs=(k,)) as pool:\n"
+        "        return list(pool.map(copy, batches))\n",
     )
     INVALID = (
         Example("import threading\ndef work(x):\n    return x.cuda()\n"
@@ -73,6 +80,12 @@ class ThreadUsesImplicitDevice(Rule):
                 "        self.out = torch.zeros(2, device='cuda')\n"),
         Example("from concurrent.futures import ThreadPoolExecutor\nimport torch\n"
                 "pool = ThreadPoolExecutor(2)\npool.map(lambda t: t.pin_memory().cuda(), [torch.zeros(1)])\n"),
+        # the same task also runs on a pool whose workers never bind
+        Example("from concurrent.futures import ThreadPoolExecutor\nimport torch\n\n\ndef bind(k):\n"
+                "    torch.cuda.set_device(k)\n\n\ndef copy(batch):\n    return batch.cuda()\n\n\n"
+                "def run(batches, k):\n    with ThreadPoolExecutor(2, initializer=bind, initargs=(k,)) as pool:\n"
+                "        bound = list(pool.map(copy, batches))\n"
+                "    with ThreadPoolExecutor(2) as pool:\n        return bound + list(pool.map(copy, batches))\n"),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -84,10 +97,10 @@ class ThreadUsesImplicitDevice(Rule):
                 continue
             if a.target_of(fn, "process") is not None:
                 continue
+            binders = [fn.node] + ([target.setup.node] if target.setup is not None else [])
+            if any(a.inside(s.scope, node) for s in a.set_device_sites for node in binders):
+                continue  # it binds, or its pool's initializer bound the worker first
             seen.add(fn.node)
-            binds = any(a.inside(s.scope, fn.node) for s in a.set_device_sites)
-            if binds:
-                continue
             uses = [u for u in a.implicit_uses(fn.node, include_nested=True) if u.kind in _KINDS]
             if not uses:
                 continue

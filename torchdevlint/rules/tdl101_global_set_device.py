@@ -29,8 +29,10 @@ class GlobalSetDevice(Rule):
         RPC workers and scripts launched per rank, an index from `LOCAL_RANK` or
         horovod's `local_rank()` whatever the module imports, an accelerator wrapper
         method whose index is its own parameter or its `self.<...device>` attribute,
-        `set_device(current_device())` / `set_device(torch.device("cuda"))`, and a
-        function that saves the current device and sets it back. Quiet when the same function (or, for a script, the module)
+        `set_device(current_device())` / `set_device(torch.device("cuda"))`, a
+        function that saves the current device and sets it back, and, in a script, a
+        device that the same function also passes explicitly (`set_device(device)` beside
+        `.to(device)` or `device=device`: the current device agrees with the explicit one). Quiet when the same function (or, for a script, the module)
         initialises a process group, directly or through a local helper such as
         `ddp_setup()`; in a helper of the file that such a function calls, binding its
         own parameter (open_clip's `set_device(device)`); inside a function started by `mp.spawn`,
@@ -110,6 +112,12 @@ class GlobalSetDevice(Rule):
         # a process pool's initializer takes each worker's GPU from a queue (positionally)
         "import torch\nimport torch.multiprocessing as mp\ndef bind(queue):\n    torch.cuda.set_device(queue.get())\n"
         "def main(queue, items):\n    with mp.Pool(2, bind, (queue,)) as pool:\n        return pool.map(len, items)\n",
+        # a benchmark script makes its explicit device current too (TorchRL's: CUDA events
+        # and custom kernels follow the current device)
+        "import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
+        "    parser.add_argument('--device', default='cuda:1')\n    args = parser.parse_args()\n"
+        "    device = torch.device(args.device)\n    if device.type == 'cuda':\n        torch.cuda.set_device(device)\n"
+        "    return torch.Generator(device=device).manual_seed(0)\n\n\nif __name__ == '__main__':\n    main()\n",
         # open_clip: the distributed setup hands the rank's device to a helper of its own
         "import torch\nimport torch.distributed as dist\ndef set_device(device):\n"
         "    if device.startswith('cuda:'):\n        torch.cuda.set_device(device)\n"
@@ -176,6 +184,13 @@ class GlobalSetDevice(Rule):
             "    gpus = []\nif len(gpus) > 0:\n    torch.cuda.set_device(gpus[0])\n"
             "x = torch.zeros(2).to(device)\n",
         ),
+        # the same alignment in a library function changes its caller's current device
+        # (MONAI's TensorRT compile): scoped to the function
+        Example(
+            "import torch\n\n\ndef compile_engine(model, device):\n    torch.cuda.set_device(device)\n"
+            "    return model.to(device)\n",
+            "import torch\n\n\ndef compile_engine(model, device):\n    with torch.cuda.device(device):\n"
+            "        return model.to(device)\n"),
         Example(
             "from torch.cuda import set_device as sd\nimport torch\n"
             "def main(opt):\n    sd(opt.gpu_ids[0])\n    torch.zeros(1, device='cuda')\n",
@@ -200,6 +215,22 @@ class GlobalSetDevice(Rule):
         return (arg is not None and isinstance(arg.value, cst.Name)
                 and arg.value.value in {name for name, _ in self._saves(ctx, fn)})
 
+    def _aligns(self, ctx: Context, site, fn) -> bool:
+        """In a script (run, not imported: no caller's device to change), the device set
+        is the very one the same code passes as its explicit device (`device =
+        torch.device(args.device)`, `set_device(device)`, `torch.Generator(device=device)`;
+        `torch.set_default_device("cuda:0")` beside `set_device("cuda:0")`): the current
+        device then agrees with the explicit placements, for what only follows the
+        current device (CUDA events, custom kernels, library code)."""
+        a = ctx.analysis
+        arg = site.positional(0) or site.keyword("device")
+        if arg is None or not a.devices.is_script or not isinstance(arg.value, (cst.Name, cst.SimpleString)):
+            return False
+        text = a.code(arg.value)
+        return any(other is not site and a.enclosing_function(other.scope) is fn
+                   and any(a.code(d) == text for d in other.device_arguments())
+                   for other in a.calls)
+
     def _saves(self, ctx: Context, fn):
         a = ctx.analysis
         for name, bindings in fn.scope.bindings.items():
@@ -217,6 +248,8 @@ class GlobalSetDevice(Rule):
             if fn is not None and (self._restores(ctx, site, fn) or self._is_restore(ctx, site, fn)):
                 continue  # prev = current_device(); set_device(k); ...; set_device(prev)
             owner = fn.node if fn is not None else a.module
+            if self._aligns(ctx, site, fn):
+                continue  # a script's current device made the one its code places on explicitly
             plan = plan_explicit_device(ctx, site, owner, include_nested=fn is None)
             alone = fn is not None and not any(
                 s is not site and a.inside(s.scope, fn.node) for s in a.set_device_sites)

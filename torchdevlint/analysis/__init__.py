@@ -34,4 +34,5 @@ from .facts import (  # noqa: F401
     is_bare_cuda,
     names_in,
 )
+from .devices import takes_gpu_ordinal  # noqa: F401
 from .treewalk import walk  # noqa: F401

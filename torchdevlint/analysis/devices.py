@@ -862,7 +862,9 @@ class DeviceFacts:
                     found += _fixed_cuda_strings(value)
                     device = site.keyword("device")
                     if isinstance(value, cst.Integer) and device is not None and value is device.value \
-                            and _ordinal_owner(q):
+                            and takes_gpu_ordinal(q) and (q is not None or a.torch_imports):
+                        # (a method's or this file's function's, in a file that imports torch:
+                        # not a Chainer trainer's `device=0`)
                         found.append(value)  # torch.zeros(n, device=0): cuda:0
             for node in found:
                 out.append((site, node, f"device={a.code(node)}" if isinstance(node, cst.Integer) else a.code(node)))
@@ -960,7 +962,7 @@ def _fixed_cuda_strings(expr: cst.BaseExpression) -> List[cst.CSTNode]:
     return []
 
 
-def _ordinal_owner(qualname: Optional[str]) -> bool:
+def takes_gpu_ordinal(qualname: Optional[str]) -> bool:
     """Whether an integer ``device=`` of a call to ``qualname`` is a GPU's ordinal: a call
     of this file's own functions or a method (None), torch's (not a ``torch.cuda`` query,
     TDL008's call) or Hugging Face's (``pipeline(task, device=0)``); not another package's

@@ -10,7 +10,7 @@ from typing import Iterable, List, Optional, Tuple
 import libcst as cst
 
 from .. import names as N
-from ..analysis import Binding, CallSite, compared
+from ..analysis import Binding, CallSite, compared, takes_gpu_ordinal
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import (Held, LibraryLevel, asks_for_cuda, beside_unconditional, evaluated, guard_statement,
@@ -40,7 +40,8 @@ class HardcodedGpuDevice(Rule):
         A GPU the code names: `torch.device("cuda")`, `torch.device("cuda:1")`,
         `torch.device("cuda", 1)` or `("cuda", gpu)`, `.cuda(1)` / `.cuda(device=1)`,
         `.cuda(args.gpu)` (any device that is an expression), a process's GPU index as a
-        device (`.to(rank)`, `device=local_rank`, as the DDP tutorial writes), a bare
+        device (`.to(rank)`, `device=local_rank` of torch's calls or this file's, as the DDP
+        tutorial writes), a bare
         `.cuda()` where a binding named the GPU (in a `with torch.cuda.device(k):` block, after a rank's
         `torch.cuda.set_device(rank)`: TDL001 is quiet there), `DistributedDataParallel`'s
         `device_ids=[rank]` and `output_device=` (they raise for a module on the CPU), a
@@ -51,8 +52,8 @@ class HardcodedGpuDevice(Rule):
         on a CUDA device"), the default device of every factory call
         (`torch.set_default_device("cuda")`, or a block's: `with torch.device("cuda"):`), a
         GPU's ordinal as a device (`torch.zeros(n, device=0)`, `pipeline(task,
-        device=0)`, a method's or this file's function's; not a `torch.cuda` query's, nor
-        another package's device index), a device string built
+        device=0)`, a method's or this file's function's where the file imports torch; not a
+        `torch.cuda` query's, nor another package's device index), a device string built
         at run time (`f"cuda:{gpu}"`, `"cuda:" + str(gpu)`, `"cuda:{}".format(gpu)`,
         `"cuda:%d" % gpu`) in those places, a `"cuda"` string a name holds where the name is
         used as a device (`device = "cuda"` ... `.to(device)`: reported where it is bound,
@@ -160,6 +161,13 @@ class HardcodedGpuDevice(Rule):
         # the CPU's own ordinal for a pipeline; a torch.cuda query's device (TDL008's call)
         'from transformers import pipeline\nclf = pipeline("text-classification", device=-1)\n',
         'import torch\nfree, total = torch.cuda.mem_get_info(device=0)\n',
+        # a Chainer trainer (ESPnet's chainer_backend): no torch here, and -1 is Chainer's CPU
+        "import chainer\n\n\nclass LMEvaluator(chainer.training.extensions.Evaluator):\n    pass\n\n\n"
+        "def train(args, it, model):\n    gpu_id = 0 if args.ngpu == 1 else -1\n"
+        "    return LMEvaluator(it, model, device=gpu_id), LMEvaluator(it, model, device=0)\n",
+        # another package's `device=`, in a torch file
+        "import torch\nfrom espnet.utils.training.evaluator import BaseEvaluator\n\n\n"
+        "def evaluator(it, model, gpu_id):\n    return BaseEvaluator(it, model, device=gpu_id)\n",
         # another package's device index: an audio device
         'import torch\nimport sounddevice as sd\nsd.play(torch.zeros(8).numpy(), 8000, device=0)\n',
         'import torch\ndef build(n):\n    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):\n'
@@ -940,9 +948,15 @@ def _rank_index(a, site: CallSite, value: cst.BaseExpression) -> bool:
     """A process's GPU index used as a device: ``.to(rank)``, ``device=local_rank``,
     ``.to(args.local_rank)``, ``.to(self.rank)`` -- an integer names a GPU. Not a name
     that holds a string or a ``torch.device`` (where that is bound decides: OpenNMT's
-    ``self.device_id = device_id`` of a parameter ``device_id="cpu"``)."""
+    ``self.device_id = device_id`` of a parameter ``device_id="cpu"``), nor another
+    package's ``device=``, nor one of a file that never imports torch (ESPnet's Chainer
+    trainers: their evaluators' ``device=gpu_id``, where -1 is the CPU)."""
     leaf = value.attr.value if isinstance(value, cst.Attribute) else value.value if isinstance(value, cst.Name) else None
     if leaf is None or leaf.lower() not in N.RANK_INDEX_NAMES:
+        return False
+    device = site.keyword("device")
+    if device is not None and value is device.value and not (
+            takes_gpu_ordinal(site.qualname) and (site.qualname is not None or a.torch_imports)):
         return False
     values = a.held_values(value, site.scope)
     return not any(isinstance(v, (cst.SimpleString, cst.FormattedString, cst.IfExp))

@@ -113,7 +113,8 @@ class BareCudaCall(Rule):
         ),
         Example(  # a model picked from a registry by name (super-gradients' examples): no storage
             "import torch\nfrom models import MODELS\nmodel = MODELS['resnet']().cuda()\n",
-            'import torch\nfrom models import MODELS\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+            'import torch\nfrom models import MODELS\n'
+            'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
             "model = MODELS['resnet']().to(device)\n",
         ),
         Example(

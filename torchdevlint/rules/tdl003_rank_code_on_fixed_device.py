@@ -101,7 +101,8 @@ class RankCodeOnFixedDevice(Rule):
         "def main(args):\n    for i in range(args.ngpu):\n"
         "        mp.Process(target=main_worker, args=(args,)).start()\n",
         # a process pool whose initializer binds each worker's GPU before any task runs
-        "import torch\nimport torch.multiprocessing as mp\n\n\ndef bind(queue):\n    torch.cuda.set_device(queue.get())\n\n\n"
+        "import torch\nimport torch.multiprocessing as mp\n\n\n"
+        "def bind(queue):\n    torch.cuda.set_device(queue.get())\n\n\n"
         "def work(n):\n    return torch.zeros(n).cuda().sum().item()\n\n\n"
         "def main(queue):\n    with mp.Pool(2, initializer=bind, initargs=(queue,)) as pool:\n"
         "        return pool.map(work, [1, 2])\n",

@@ -32,9 +32,9 @@ class GlobalSetDevice(Rule):
         `set_device(current_device())` / `set_device(torch.device("cuda"))`, a
         function that saves the current device and sets it back, and, in a script, a
         device that the same function also passes explicitly (`set_device(device)` beside
-        `.to(device)` or `device=device`: the current device agrees with the explicit one). Quiet when the same function (or, for a script, the module)
-        initialises a process group, directly or through a local helper such as
-        `ddp_setup()`; in a helper of the file that such a function calls, binding its
+        `.to(device)` or `device=device`: the current device agrees with the explicit one).
+        Quiet when the same function (or, for a script, the module) initialises a
+        process group, directly or through a local helper such as `ddp_setup()`; in a helper of the file that such a function calls, binding its
         own parameter (open_clip's `set_device(device)`); inside a function started by `mp.spawn`,
         `multiprocessing.Process(target=...)` or a process pool, or a helper it calls; in a
         pool's `initializer` (each worker binds once as it starts, before its tasks);

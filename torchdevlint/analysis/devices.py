@@ -795,8 +795,9 @@ class DeviceFacts:
         why = self.bound(site)
         if why is not None:
             return Verdict(None, why)
+        chosen = self._chosen(site)
         rank = self.per_rank(site)
-        if rank is not None:
+        if rank is not None and not self._elsewhere(site, chosen):  # else TDL004: `.to(<the chosen device>)`
             return Verdict("TDL003", rank, rank=self.flow.local_rank_expr(site))
         if not self._receiver_is_input(site):
             p = self.input_device(site)
@@ -805,12 +806,20 @@ class DeviceFacts:
         tested = self.tested_tensor(site)
         if tested is not None:  # if next(self.parameters()).is_cuda: x = x.cuda()
             return Verdict("TDL002", f"`{tested}`", DeviceChoice(f"{tested}.device", False, f"`{tested}`"))
+        if self._elsewhere(site, chosen):
+            return Verdict("TDL004", chosen.why, chosen)  # type: ignore[union-attr]
+        return Verdict("TDL001", "implicit current device", chosen)
+
+    def _chosen(self, site: CallSite) -> Optional[DeviceChoice]:
+        """The device the code chose before ``site``; exact under the test it was chosen on."""
         chosen = self.chosen_device(site)
         if chosen is not None and not chosen.exact and chosen.exact_if and self._guarded_by(site, chosen.exact_if):
             chosen = DeviceChoice(chosen.code, True, chosen.why)  # `if cuda:` under `device = ... if cuda`
-        if chosen is not None and not chosen.exact and not self._guarded_cuda(site, chosen.code):
-            return Verdict("TDL004", chosen.why, chosen)
-        return Verdict("TDL001", "implicit current device", chosen)
+        return chosen
+
+    def _elsewhere(self, site: CallSite, chosen: Optional[DeviceChoice]) -> bool:
+        """Whether ``.cuda()`` at ``site`` may go elsewhere than the chosen device (TDL004's)."""
+        return chosen is not None and not chosen.exact and not self._guarded_cuda(site, chosen.code)
 
     @cached_property
     def fixed_placements(self) -> List[Tuple[CallSite, cst.CSTNode, str]]:

@@ -51,6 +51,8 @@ class RankCodeOnFixedDevice(Rule):
         it does not run there is one process); and for an index-less
         device bound to a name (`device = torch.device("cuda" if ... else "cpu")`) in a
         file that binds the rank's device: it is the current device where it is used.
+        A bare `.cuda()` that ignores a device the code chose (`.to(args.device)` before it)
+        is TDL004's: its fix is that device.
     """
     why = """
         Every rank runs the same line, and the line names the same GPU for all of them:
@@ -131,6 +133,10 @@ class RankCodeOnFixedDevice(Rule):
         "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
         "def main():\n    torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n    dist.init_process_group('nccl')\n"
         "    return Net().to(device)\n",
+        # a bare `.cuda()` that ignores a device the code chose (`--device`): TDL004's, `.to(args.device)`
+        "import argparse\nimport torch\np = argparse.ArgumentParser()\np.add_argument('--device', default='cpu')\n"
+        "p.add_argument('--local_rank', type=int, default=-1)\nargs = p.parse_args()\n"
+        "model = torch.nn.Linear(2, 2).to(args.device)\nx = torch.randn(4, 2).cuda()\n",
     )
     INVALID = (
         Example(

@@ -27,6 +27,8 @@ class CudaCallBypassesDevice(Rule):
         (`torch.device("cuda") if cuda else torch.device("cpu")`, or the same as an
         `if cuda:`/`else:` statement, as pyro's MuE models write it) at a `.cuda()` under
         that same test (`if cuda:`), where the choice is exactly the current device.
+        In code that runs once per rank this code wins over TDL003: the chosen device is
+        what the line should use, whatever the rank.
     """
     why = """
         The code picked a device — often with a CPU fallback or a GPU index from the
@@ -103,6 +105,14 @@ class CudaCallBypassesDevice(Rule):
             "        elif cfg.tpu:\n            self.device = utils.get_tpu_device()\n        else:\n"
             "            self.device = torch.device('cpu')\n\n    def overflow(self):\n"
             "        return torch.tensor(0.0).to(self.device)\n",
+        ),
+        Example(  # Opacus' benchmark: launched per rank (`--local_rank`), but the batch ignores `--device`
+            "import argparse\nimport torch\np = argparse.ArgumentParser()\np.add_argument('--device', default='cpu')\n"
+            "p.add_argument('--local_rank', type=int, default=-1)\nargs = p.parse_args()\n"
+            "model = torch.nn.Linear(2, 2).to(args.device)\nx = torch.randn(4, 2).cuda()\n",
+            "import argparse\nimport torch\np = argparse.ArgumentParser()\np.add_argument('--device', default='cpu')\n"
+            "p.add_argument('--local_rank', type=int, default=-1)\nargs = p.parse_args()\n"
+            "model = torch.nn.Linear(2, 2).to(args.device)\nx = torch.randn(4, 2).to(args.device)\n",
         ),
     )
 

@@ -48,6 +48,8 @@ EXPECTATIONS = {
     # the aliases and `.cuda()` calls follow a `cuda = torch.cuda.is_available()` flag:
     # the script ran on CPU before too; the simulator shows the same placement after
     "tdl005/cgan_alias_idiom.py": {"original_fails_on_cpu": False},
+    # the default type is CUDA only under `if torch.cuda.is_available():` (DeepXDE's backend)
+    "tdl005/pde_backend_default_type.py": {"original_fails_on_cpu": False},
 }
 
 

@@ -81,7 +81,8 @@ class LegacyCudaTensorType(Rule):
 
         A CUDA default tensor type becomes `torch.set_default_dtype(torch.float32)` and
         `torch.set_default_device(device)` (the device as above; a script's with the CPU
-        fallback; `device if args.cuda else "cpu"` for a type chosen on a flag): always
+        fallback; `device if args.cuda else "cpu"` for a type chosen on a flag; `"cuda"`
+        under `if torch.cuda.is_available():`, with nothing defined): always
         **unsafe**, for `torch.Tensor(...)` followed the default type and does not follow
         a default device: this module's own become `torch.empty(size)` /
         `torch.tensor(data, dtype=...)`, which do (display-only where the argument may be
@@ -189,6 +190,10 @@ class LegacyCudaTensorType(Rule):
                 "    device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
                 "    torch.set_default_dtype(torch.float32)\n"
                 "    torch.set_default_device(device)\n    print(torch.zeros(2))\n"),
+        # ... under `if torch.cuda.is_available():` CUDA itself, with no definition (DeepXDE's backend)
+        Example("import torch\nif torch.cuda.is_available():\n    torch.set_default_tensor_type(torch.cuda.FloatTensor)\n",
+                "import torch\nif torch.cuda.is_available():\n    torch.set_default_dtype(torch.float32)\n"
+                "    torch.set_default_device(\"cuda\")\n"),
         # ... chosen on a flag: the device chosen on it
         Example("import torch\nif __name__ == '__main__':\n    cuda = not no_cuda\n"
                 "    torch.set_default_tensor_type(torch.cuda.FloatTensor if cuda else torch.FloatTensor)\n"
@@ -309,13 +314,15 @@ class LegacyCudaTensorType(Rule):
         anchor = min((s.order for s, _, _ in sites), default=0)
         for site, kind, dtype in sites:
             type_name = a.code(site.node.func if kind == "call" else site.node.args[0].value)
+            # under `if torch.cuda.is_available():` it cannot fail (DeepXDE's default for older torch)
+            fails = " and fails without CUDA" if a.devices.cuda_assured(site) is None else ""
             if kind == "default":
                 message = (f"`{type_name}` as the default tensor type makes every factory call allocate on "
-                           "the implicit current device, and fails without CUDA; use "
+                           f"the implicit current device{fails and ','}{fails}; use "
                            f"`torch.set_default_dtype(torch.{dtype})` with an explicit device")
                 yield ctx.violation(site.node, message, self._default_fix(ctx, site, dtype, anchor))
                 continue
-            message = (f"`{type_name}` allocates on the implicit current device and fails without CUDA; "
+            message = (f"`{type_name}` allocates on the implicit current device{fails}; "
                        f"use `dtype=torch.{dtype}` with an explicit `device=`")
             chosen = site.keyword("device") if kind == "call" else None
             if chosen is not None and not (isinstance(chosen.value, cst.Name) and chosen.value.value == "None"):
@@ -552,7 +559,11 @@ class LegacyCudaTensorType(Rule):
         elsewhere = _constructors_elsewhere(a, hint)
         if elsewhere is not None:
             return elsewhere
-        device, edits, _, why = self._device(ctx, site, anchor)
+        assured = a.devices.cuda_assured(site)
+        if assured and a.devices.chosen_device(site) is None:  # DeepXDE's backend: no definition to add
+            device, edits, why = '"cuda"', [], f"`{assured}` makes it CUDA here"
+        else:
+            device, edits, _, why = self._device(ctx, site, anchor)
         chosen = site.node.args[0].value
         if isinstance(chosen, cst.IfExp):  # the type chosen on a flag: the device chosen on it
             test = a.code(chosen.test)
@@ -564,6 +575,7 @@ class LegacyCudaTensorType(Rule):
                 f"{indent}{torch}.set_default_device({device})")
         reasons = "; ".join(r for r in (why, "`torch.Tensor(n)`-style constructors do not follow a default "
                                         "device as they followed the default type") if r)
+        hint = f"Use `{torch}.set_default_dtype({torch}.{dtype})` and `{torch}.set_default_device({device})`"
         if followers:
             hint += f", and `torch.empty`/`torch.tensor` for the {len(followers)} `torch.Tensor(...)` of this module"
         defines = frozenset({device}) if edits else frozenset()

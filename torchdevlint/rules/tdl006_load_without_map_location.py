@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional
 
 import libcst as cst
 
-from ..analysis import CallSite, walk
+from ..analysis import CallSite, names_in, walk
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import torch_for_test
@@ -46,7 +46,11 @@ class LoadWithoutMapLocation(Rule):
         `VisionDataset`, here or through this file's classes): what a dataset loads is
         the data its items are cut from, statistics or a preprocessed cache, which
         DataLoader workers index in other processes, where CUDA tensors cannot go: CPU
-        tensors, saved from the CPU.
+        tensors, saved from the CPU. Nor where the same function has just saved what it
+        loads (`torch.save(obj, p)` then `torch.load(p)`, a `BytesIO` deep copy, a
+        `trainer.save(path=d)` then `torch.load(os.path.join(d, ...))`): the process
+        reads its own tensors back onto devices it has — except in code that runs once
+        per rank, where rank 0 saves and every rank loads onto rank 0's GPU.
     """
     why = """
         Without `map_location`, every tensor goes back to the device it was saved from:
@@ -111,8 +115,36 @@ class LoadWithoutMapLocation(Rule):
         "    def __init__(self, path):\n        self.data, self.targets = torch.load(path)\n",
         "import torch\nimport torch.utils.data as data\nclass Base(data.Dataset):\n    pass\n"
         "class Faces(Base):\n    def __init__(self, opt):\n        self.components = torch.load(opt['path'])\n",
+        # what the same function has just saved, read back by the same process (Opacus' deep
+        # copy through a buffer, a test's round trip, a trainer's `save` of a directory)
+        "import io\nimport torch\ndef clone(module):\n    buf = io.BytesIO()\n    torch.save(module, buf)\n"
+        "    buf.seek(0)\n    return torch.load(buf)\n",
+        "import torch\ndef test_round_trip(tmp_path, model):\n    torch.save(model.state_dict(), tmp_path / 'm.pt')\n"
+        "    model.load_state_dict(torch.load(tmp_path / 'm.pt'))\n",
+        "import os\nimport torch\ndef test_save(trainer, save_path):\n    trainer.save(path=save_path)\n"
+        "    return torch.load(os.path.join(save_path, 'model.pt'))\n",
     )
     INVALID = (
+        # per rank, rank 0 saves and every rank loads: all copies on rank 0's GPU (the DDP tutorial's warning)
+        Example(
+            "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\n\n"
+            "def worker(rank, path):\n    dist.init_process_group('gloo', rank=rank, world_size=2)\n"
+            "    model = torch.nn.Linear(2, 2)\n    if rank == 0:\n        torch.save(model.state_dict(), path)\n"
+            "    dist.barrier()\n    model.load_state_dict(torch.load(path))\n\n\n"
+            "mp.spawn(worker, args=('c.pt',), nprocs=2)\n",
+            "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\n\n"
+            "def worker(rank, path):\n    dist.init_process_group('gloo', rank=rank, world_size=2)\n"
+            "    model = torch.nn.Linear(2, 2)\n    if rank == 0:\n        torch.save(model.state_dict(), path)\n"
+            "    dist.barrier()\n    model.load_state_dict(torch.load(path, map_location=\"cpu\"))\n\n\n"
+            "mp.spawn(worker, args=('c.pt',), nprocs=2)\n",
+        ),
+        # the buffer bound again in between: what another process wrote (Demucs' converter)
+        Example(
+            "import io\nimport torch\n\n\ndef remote_eval(x):\n    buf = io.BytesIO()\n    torch.save(x, buf)\n"
+            "    buf = io.BytesIO(run_elsewhere(buf.getvalue()))\n    return torch.load(buf)\n",
+            "import io\nimport torch\n\n\ndef remote_eval(x):\n    buf = io.BytesIO()\n    torch.save(x, buf)\n"
+            "    buf = io.BytesIO(run_elsewhere(buf.getvalue()))\n    return torch.load(buf, " + FALLBACK + ")\n",
+        ),
         Example(
             "import torch\nmodel.load_state_dict(torch.load('weights.pt'))\n",
             "import torch\nmodel.load_state_dict(torch.load('weights.pt', map_location=\"cpu\"))\n",
@@ -218,7 +250,7 @@ class LoadWithoutMapLocation(Rule):
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
         sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])
-                 and not _in_dataset(a, s)]
+                 and not _in_dataset(a, s) and _saved_before(a, s) is None]
         anchor = min((s.order for s in sites), default=0)
         for site in sites:
             loader = site.qualname.replace("torch.serialization.load", "torch.load")  # type: ignore[union-attr]
@@ -540,3 +572,51 @@ def _in_dataset(a, site: CallSite) -> bool:
             return True
         todo.extend(p for p in (a.local_class(b, klass.outer) for b in klass.bases) if p is not None)
     return False
+
+
+# savers -> the position of the file among their positional parameters
+_SAVERS = {"torch.save": 1, "torch.serialization.save": 1, "torch.jit.save": 1}
+
+
+def _saved_before(a, site: CallSite) -> Optional[CallSite]:
+    """The save, earlier in the same function, that wrote what the load at ``site`` reads
+    back, on the load's own path (not in another branch, a loop or a ``try`` the load
+    is outside of): ``torch.save(obj, p)`` then ``torch.load(p)`` (the same expression,
+    a path or a ``BytesIO``, none of whose names is bound again in between), or a ``save`` method handed a name or a directory the load's path is
+    built from (``trainer.save(path=d)``, then ``torch.load(os.path.join(d, "model.pt"))``).
+    The same process reads its own tensors back onto the devices they were saved from,
+    which it has. Not in code that runs once per rank: there rank 0 saves and every rank
+    loads its copy onto rank 0's GPU (the DDP tutorial's own warning)."""
+    path = site.positional(0) or site.keyword("f")
+    if path is None or a.devices.per_rank(site) is not None:
+        return None
+    fn = a.enclosing_function(site.scope)
+    wanted = "".join(a.code(path.value).split())
+    names = set(names_in(path.value))
+    strings: List[str] = []
+
+    class Strings(cst.CSTVisitor):
+        def visit_SimpleString(self, node: cst.SimpleString) -> None:
+            if isinstance(node.evaluated_value, str):
+                strings.append(node.evaluated_value)
+
+    walk(path.value, Strings())
+    scope = fn.scope if fn is not None else a.module_scope
+    for save in a.calls:
+        if save.order >= site.order or a.enclosing_function(save.scope) is not fn or any(
+                save.order < b.order < site.order for name in names for b in scope.bindings.get(name, ())):
+            continue  # (a name of the path bound again in between: `buf = io.BytesIO(proc.stdout)`)
+        if site.cond[:len(save.cond)] != save.cond:
+            continue  # not surely run first: `if not cached: torch.save(...)` / `else: torch.load(...)`
+        if save.qualname in _SAVERS:
+            written = save.positional(_SAVERS[save.qualname]) or save.keyword("f")
+            if written is not None and "".join(a.code(written.value).split()) == wanted:
+                return save
+        elif save.qualname is None and (save.method or "").startswith("save"):
+            for arg in save.node.args:
+                value = arg.value
+                if (isinstance(value, cst.Name) and value.value in names) or (
+                        isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str)
+                        and value.evaluated_value and any(t.startswith(value.evaluated_value) for t in strings)):
+                    return save
+    return None

@@ -45,6 +45,29 @@ def test_pinned_memory_is_host_memory_a_gpu_can_read():
         assert x.device == torch.device("cuda", 1)
 
 
+def test_backward_hooks_get_gradients_where_their_tensors_live():
+    """The autograd engine hands hooks gradients it computed outside the simulator's
+    mode; on a GPU machine they live on the tensor's (the module's) device, and code that
+    combines them with activations (Opacus' per-sample gradients) must not see a mix."""
+    with Simulator(gpus=2):
+        layer = torch.nn.Linear(3, 2).cuda(1)
+        seen = {}
+
+        def per_sample(module, grad_input, grad_output):
+            seen["grad_output"] = device_of(grad_output[0])
+            seen["per_sample"] = device_of(torch.einsum("ni,nj->nij", grad_output[0], seen["activations"]))
+
+        layer.register_forward_hook(lambda m, inputs, out: seen.__setitem__("activations", inputs[0]))
+        layer.register_full_backward_hook(per_sample)
+        x = torch.randn(4, 3).cuda(1)
+        y = layer(x)
+        y.register_hook(lambda g: seen.__setitem__("tensor_hook", device_of(g)))
+        y.sum().backward()
+        assert seen == {"activations": seen["activations"], "grad_output": "cuda:1", "per_sample": "cuda:1",
+                        "tensor_hook": "cuda:1"}
+        assert device_of(layer.weight.grad) == "cuda:1"
+
+
 def test_packed_sequences_keep_their_lengths_on_the_cpu():
     """torch requires a packed sequence's lengths (and batch sizes) on the CPU whatever the
     device of the data: the simulator allows that mix there, and only there."""

@@ -16,7 +16,8 @@ the communicator's device recorded; ``mp.spawn``/``start_processes`` children an
 ``multiprocessing.Process`` targets simulated, each reporting under its process index (a
 spawned child from its start: its import of the parent's main module included). Legacy
 PyTorch (``legacy.py``): the typed ``torch.cuda.<T>Tensor`` constructors, ``Variable``,
-``torch.save``/``torch.load`` placement. The op-level mode is ``mode.py``; ``DataParallel``'s rules ``parallel.py``.
+``torch.save``/``torch.load`` placement. The op-level mode is ``mode.py``; ``DataParallel``'s rules ``parallel.py``;
+the gradients autograd hands to backward hooks ``hooks.py``.
 
 Not modelled: GPU random numbers (the CPU generator is used, so values match the CPU
 run, not a GPU run), storages, real streams/events and their ordering, collectives
@@ -37,6 +38,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from .hooks import patch_backward_hooks
 from .legacy import patch_legacy
 from .mode import _make_mode
 from .parallel import patch_parallel
@@ -391,6 +393,7 @@ class Simulator:
         patch_distributed(self, set_attr)
         patch_processes(self, set_attr)
         patch_legacy(self, set_attr)
+        patch_backward_hooks(self, set_attr)
 
     def _patch_threads(self, set_attr) -> None:
         """A new thread starts on device 0 (thread-local state) and re-enters the mode."""

@@ -191,7 +191,8 @@ class LegacyCudaTensorType(Rule):
                 "    torch.set_default_dtype(torch.float32)\n"
                 "    torch.set_default_device(device)\n    print(torch.zeros(2))\n"),
         # ... under `if torch.cuda.is_available():` CUDA itself, with no definition (DeepXDE's backend)
-        Example("import torch\nif torch.cuda.is_available():\n    torch.set_default_tensor_type(torch.cuda.FloatTensor)\n",
+        Example("import torch\nif torch.cuda.is_available():\n"
+                "    torch.set_default_tensor_type(torch.cuda.FloatTensor)\n",
                 "import torch\nif torch.cuda.is_available():\n    torch.set_default_dtype(torch.float32)\n"
                 "    torch.set_default_device(\"cuda\")\n"),
         # ... chosen on a flag: the device chosen on it

@@ -582,8 +582,9 @@ def _saved_before(a, site: CallSite) -> Optional[CallSite]:
     """The save, earlier in the same function, that wrote what the load at ``site`` reads
     back, on the load's own path (not in another branch, a loop or a ``try`` the load
     is outside of): ``torch.save(obj, p)`` then ``torch.load(p)`` (the same expression,
-    a path or a ``BytesIO``, none of whose names is bound again in between), or a ``save`` method handed a name or a directory the load's path is
-    built from (``trainer.save(path=d)``, then ``torch.load(os.path.join(d, "model.pt"))``).
+    a path or a ``BytesIO``), or a ``save`` method handed a name or a directory the
+    load's path is built from (``trainer.save(path=d)``, then ``torch.load(os.path.join(d,
+    "model.pt"))``); none of the path's names bound again in between.
     The same process reads its own tensors back onto the devices they were saved from,
     which it has. Not in code that runs once per rank: there rank 0 saves and every rank
     loads its copy onto rank 0's GPU (the DDP tutorial's own warning)."""
@@ -601,22 +602,24 @@ def _saved_before(a, site: CallSite) -> Optional[CallSite]:
                 strings.append(node.evaluated_value)
 
     walk(path.value, Strings())
-    scope = fn.scope if fn is not None else a.module_scope
-    for save in a.calls:
-        if save.order >= site.order or a.enclosing_function(save.scope) is not fn or any(
-                save.order < b.order < site.order for name in names for b in scope.bindings.get(name, ())):
-            continue  # (a name of the path bound again in between: `buf = io.BytesIO(proc.stdout)`)
-        if site.cond[:len(save.cond)] != save.cond:
-            continue  # not surely run first: `if not cached: torch.save(...)` / `else: torch.load(...)`
+
+    def writes_path(save: CallSite) -> bool:
         if save.qualname in _SAVERS:
             written = save.positional(_SAVERS[save.qualname]) or save.keyword("f")
-            if written is not None and "".join(a.code(written.value).split()) == wanted:
-                return save
-        elif save.qualname is None and (save.method or "").startswith("save"):
-            for arg in save.node.args:
-                value = arg.value
-                if (isinstance(value, cst.Name) and value.value in names) or (
-                        isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str)
-                        and value.evaluated_value and any(t.startswith(value.evaluated_value) for t in strings)):
-                    return save
+            return written is not None and "".join(a.code(written.value).split()) == wanted
+        if save.qualname is None and (save.method or "").startswith("save"):  # trainer.save(path=d)
+            return any((isinstance(v, cst.Name) and v.value in names) or (
+                isinstance(v, cst.SimpleString) and isinstance(v.evaluated_value, str) and v.evaluated_value
+                and any(t.startswith(v.evaluated_value) for t in strings))
+                for v in (arg.value for arg in save.node.args))
+        return False
+
+    scope = fn.scope if fn is not None else a.module_scope
+    for save in a.calls:
+        if save.order < site.order and a.enclosing_function(save.scope) is fn and writes_path(save) \
+                and site.cond[:len(save.cond)] == save.cond \
+                and not any(save.order < b.order < site.order for name in names for b in scope.bindings.get(name, ())):
+            # (surely run first, not `if not cached: torch.save(...)` / `else: torch.load(...)`;
+            # no name of the path bound again in between, as `buf = io.BytesIO(proc.stdout)`)
+            return save
     return None

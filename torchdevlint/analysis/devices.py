@@ -676,7 +676,7 @@ class DeviceFacts:
         if not asked:  # the new tensor is made from a tensor input: torch.tensor(y.size(0)).cuda(),
             # or sized by names its shape gives (`dim_k, dim_b = q.shape`, `n = x.size(0)`)
             receiver = a.code(site.node.func.value)  # type: ignore[union-attr]
-            named = set(re.findall(r"\b[A-Za-z_]\w*\b", receiver))
+            named = set(re.findall(r"\b[A-Za-z_]\w*\b", receiver + " " + self._factory_behind(site, fn)))
             asked = [p for p in params if (p in named or named & _dimensions_of(body, p)) and (
                 _annotated_tensor(fn, p) or re.search(
                     rf"\b{re.escape(p)}\.(?:(?:size|dim|numel|detach|type_as|element_size|float|half|contiguous)\(|shape\b)",
@@ -689,6 +689,24 @@ class DeviceFacts:
                 if re.search(rf"\b{re.escape(p)}\.is_cuda\b", test):
                     return p
         return asked[0]
+
+    def _factory_behind(self, site: CallSite, fn: FunctionInfo) -> str:
+        """The value a receiver name was last bound to before ``site`` in ``fn``, when that
+        makes a new tensor with a torch factory (Whisper's ``dtw_cuda``: ``cost =
+        torch.ones(N + M + 2, M + 2) * np.inf``, then ``cost = cost.cuda()``); else ``""``."""
+        receiver = site.node.func.value  # type: ignore[union-attr]
+        if not isinstance(receiver, cst.Name):
+            return ""
+        earlier = [b for b in fn.scope.bindings.get(receiver.value, ()) if b.order < site.order]
+        if not earlier or earlier[-1].kind != "assign" or earlier[-1].value is None:
+            return ""
+        value = earlier[-1].value
+        if site.line is not None and value in (getattr(s, "value", None) for s in site.line.body):
+            if len(earlier) < 2 or earlier[-2].kind != "assign" or earlier[-2].value is None:
+                return ""
+            value = earlier[-2].value  # `cost = cost.cuda()` itself binds it again: the binding before
+        value = self.a.code(value)
+        return value if _NEW_TENSOR.search(value) else ""
 
     def tested_tensor(self, site: CallSite) -> Optional[str]:
         """The tensor whose ``.is_cuda`` the innermost ``if`` around the site tests (``if
@@ -980,6 +998,10 @@ def takes_gpu_ordinal(qualname: Optional[str]) -> bool:
         return True
     head = qualname.split(".")[0]
     return (head == "torch" and not qualname.startswith("torch.cuda.")) or head == "transformers"
+
+
+# a torch factory call: what makes a new tensor (sized by the caller)
+_NEW_TENSOR = re.compile(r"\btorch\.(?:ones|zeros|empty|full|rand|randn|randint|arange|linspace|eye|tensor)\(")
 
 
 def _dimensions_of(body: str, tensor: str) -> Set[str]:

@@ -62,6 +62,8 @@ class CudaCallIgnoresInputDevice(Rule):
         "import torch\ndef f(n):\n    return torch.zeros(n).cuda()\n",  # no input device at hand
         # a size from a list's length, not from a tensor input's shape
         "import torch\ndef f(items):\n    n = len(items)\n    return torch.zeros(n).cuda()\n",
+        # a name bound to what the input gives, not to a new tensor (the input's own data, moved)
+        "import torch\ndef f(x):\n    n = x.size(0)\n    y = x.view(n, -1) * 2\n    return y.cuda()\n",
         "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
         "        self.buf = self.buf.cuda()\n        return x.device\n",
         # a flag of an object, not a tensor's device; a test that is not the tensor's being on a GPU
@@ -76,6 +78,15 @@ class CudaCallIgnoresInputDevice(Rule):
         "    return feats\n",
     )
     INVALID = (
+        # a name bound to a new tensor sized by the input's shape (Whisper's `dtw_cuda`, as FunASR copies it)
+        Example(
+            "import numpy as np\nimport torch\ndef dtw_cuda(x):\n    M, N = x.shape\n"
+            "    cost = torch.ones(N + M + 2, M + 2) * np.inf\n    cost[0, 0] = 0\n    cost = cost.cuda()\n"
+            "    return cost\n",
+            "import numpy as np\nimport torch\ndef dtw_cuda(x):\n    M, N = x.shape\n"
+            "    cost = torch.ones(N + M + 2, M + 2) * np.inf\n    cost[0, 0] = 0\n    cost = cost.to(x.device)\n"
+            "    return cost\n",
+        ),
         # a result read out to the CPU is no offload
         Example(
             "import torch\ndef accuracy(out, target):\n    hits = torch.zeros(1).cuda()\n"

@@ -118,6 +118,9 @@ class GlobalSetDevice(Rule):
         "    parser.add_argument('--device', default='cuda:1')\n    args = parser.parse_args()\n"
         "    device = torch.device(args.device)\n    if device.type == 'cuda':\n        torch.cuda.set_device(device)\n"
         "    return torch.Generator(device=device).manual_seed(0)\n\n\nif __name__ == '__main__':\n    main()\n",
+        # ... a string, however quoted (TorchRL's GRPO scripts)
+        "import torch\n\n\ndef main():\n    torch.set_default_device(\"cuda:0\")\n"
+        "    torch.cuda.set_device('cuda:0')\n    return torch.zeros(2)\n\n\nif __name__ == '__main__':\n    main()\n",
         # open_clip: the distributed setup hands the rank's device to a helper of its own
         "import torch\nimport torch.distributed as dist\ndef set_device(device):\n"
         "    if device.startswith('cuda:'):\n        torch.cuda.set_device(device)\n"
@@ -226,9 +229,12 @@ class GlobalSetDevice(Rule):
         arg = site.positional(0) or site.keyword("device")
         if arg is None or not a.devices.is_script or not isinstance(arg.value, (cst.Name, cst.SimpleString)):
             return False
-        text = a.code(arg.value)
+        def spelled(node) -> object:  # a string by its value: "cuda:0" is 'cuda:0'
+            return node.evaluated_value if isinstance(node, cst.SimpleString) else a.code(node)
+
+        wanted = spelled(arg.value)
         return any(other is not site and a.enclosing_function(other.scope) is fn
-                   and any(a.code(d) == text for d in other.device_arguments())
+                   and any(spelled(d) == wanted for d in other.device_arguments())
                    for other in a.calls)
 
     def _saves(self, ctx: Context, fn):

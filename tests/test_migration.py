@@ -111,12 +111,18 @@ TRAIN = textwrap.dedent("""\
     from model import RNN, Trainer
 
     dtype = torch.cuda.FloatTensor
+
+
+    def save_checkpoint(model, path):
+        torch.save(model.state_dict(), path)
+
+
     trainer = Trainer(RNN(5, 8), lr=0.01)
     for epoch in range(2):
         x = torch.randn(4, 3, 5).type(dtype)
         y = torch.LongTensor([0, 1, 0, 1])
         print(epoch, trainer.step(x, y) > 0)
-    torch.save(trainer.model.state_dict(), "rnn.pt")
+    save_checkpoint(trainer.model, "rnn.pt")  # (written elsewhere: a resume reads it back)
     trainer.model.load_state_dict(torch.load("rnn.pt"))
     """)
 
@@ -1060,13 +1066,17 @@ SSD_TRAIN = textwrap.dedent("""\
             return self.loc(x).permute(0, 2, 3, 1).reshape(x.size(0), -1, 4), self.priors
 
 
+    def save_basenet(vgg):
+        torch.save(vgg.state_dict(), 'vgg.pth')
+
+
     def train():
         torch.manual_seed(0)
         ssd_net = SSD()
         net = ssd_net
         if args.cuda:
             net = torch.nn.DataParallel(ssd_net)
-        torch.save(ssd_net.vgg.state_dict(), 'vgg.pth')
+        save_basenet(ssd_net.vgg)  # (the pretrained base network, written elsewhere)
         ssd_net.vgg.load_state_dict(torch.load('vgg.pth'))
         if args.cuda:
             net = net.cuda()

@@ -589,7 +589,7 @@ def _saved_before(a, site: CallSite) -> Optional[CallSite]:
     which it has. Not in code that runs once per rank: there rank 0 saves and every rank
     loads its copy onto rank 0's GPU (the DDP tutorial's own warning)."""
     path = site.positional(0) or site.keyword("f")
-    if path is None or a.devices.per_rank(site) is not None:
+    if path is None:
         return None
     fn = a.enclosing_function(site.scope)
     wanted = "".join(a.code(path.value).split())
@@ -621,5 +621,5 @@ def _saved_before(a, site: CallSite) -> Optional[CallSite]:
                 and not any(save.order < b.order < site.order for name in names for b in scope.bindings.get(name, ())):
             # (surely run first, not `if not cached: torch.save(...)` / `else: torch.load(...)`;
             # no name of the path bound again in between, as `buf = io.BytesIO(proc.stdout)`)
-            return save
+            return save if a.devices.per_rank(site) is None else None  # (asked last: it reads the module)
     return None

@@ -15,6 +15,7 @@ buffers, which its forward ran on). Tensors a hook's caller already tagged keep 
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any, Optional
 
 from .mode import _make_mode
@@ -37,9 +38,8 @@ def patch_backward_hooks(sim: Simulator, set_attr) -> None:
         return value
 
     def module_device(module) -> Optional[int]:
-        for t in list(module.parameters()) + list(module.buffers()):
-            return sim.index(t)
-        return None
+        first = next(itertools.chain(module.parameters(), module.buffers()), None)  # (per hook call: no lists)
+        return sim.index(first) if first is not None else None
 
     def in_mode(hook, *args):
         if torch._C._len_torch_function_stack():

@@ -266,9 +266,12 @@ class DeviceFacts:
                      if b_owner in reach), None)
 
     def in_cuda_override(self, site: CallSite) -> bool:
-        """Inside a class's own ``cuda()`` method (``super().cuda()`` places where its
-        caller asked)."""
+        """Inside a class's own ``cuda()`` method, a lambda or helper nested in it included
+        (``super().cuda()``, a container's ``self._convert(func=lambda x: x.cuda())``:
+        they place where its caller asked)."""
         fn = self.a.enclosing_function(site.scope)
+        while fn is not None and fn.klass is None and fn.scope.parent is not None:
+            fn = self.a.enclosing_function(fn.scope.parent)
         return fn is not None and fn.klass is not None and fn.name == "cuda"
 
     @cached_property

@@ -96,6 +96,9 @@ class BareCudaCall(Rule):
         "    return torch.zeros(2).cuda()\n",
         "import torch\nclass Params(torch.nn.Parameter):\n    def cuda(self, device=None):\n"
         "        return super().cuda(device)\n",
+        # a container's own `cuda()` (mmpose's pixel data): the lambda places where its caller asked
+        "import torch\nclass PixelData:\n    def cuda(self):\n"
+        "        return self._convert(apply_to=torch.Tensor, func=lambda x: x.cuda())\n",
         # CUDA_VISIBLE_DEVICES chosen before the first CUDA use: cuda:0 is the chosen GPU
         "import os, torch\ndef main(gpus):\n    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\n"
         "    return torch.zeros(1).cuda()\n",

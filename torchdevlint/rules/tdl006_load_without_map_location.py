@@ -49,8 +49,11 @@ class LoadWithoutMapLocation(Rule):
         tensors, saved from the CPU. Nor where the same function has just saved what it
         loads (`torch.save(obj, p)` then `torch.load(p)`, a `BytesIO` deep copy, a
         `trainer.save(path=d)` then `torch.load(os.path.join(d, ...))`): the process
-        reads its own tensors back onto devices it has — except in code that runs once
-        per rank, where rank 0 saves and every rank loads onto rank 0's GPU.
+        reads its own tensors back onto devices it has. Nor a load-or-build cache (`if
+        os.path.exists(p): x = torch.load(p)`, `else: x = build(); torch.save(x, p)`, or
+        the load in a `try` and the build in its `except`): either arm leaves `x` holding
+        what this code builds, where it builds it. Neither exception holds in code that
+        runs once per rank, where rank 0 saves and every rank loads onto rank 0's GPU.
     """
     why = """
         Without `map_location`, every tensor goes back to the device it was saved from:
@@ -123,6 +126,16 @@ class LoadWithoutMapLocation(Rule):
         "    model.load_state_dict(torch.load(tmp_path / 'm.pt'))\n",
         "import os\nimport torch\ndef test_save(trainer, save_path):\n    trainer.save(path=save_path)\n"
         "    return torch.load(os.path.join(save_path, 'model.pt'))\n",
+        # a load-or-build cache: either arm leaves the same object where this code builds it
+        # (simpletransformers' tokenized features; schnetpack's neighbour lists, in a `try`)
+        "import os\nimport torch\ndef load_and_cache(examples, cached_file):\n"
+        "    if os.path.exists(cached_file) and not args.reprocess:\n"
+        "        features = torch.load(cached_file, weights_only=False)\n    else:\n"
+        "        features = convert(examples)\n        if not args.no_cache:\n"
+        "            torch.save(features, cached_file)\n    return features\n",
+        "import torch\ndef neighbours(inputs, cache_file):\n    try:\n        data = torch.load(cache_file)\n"
+        "    except IOError:\n        data = {'idx_i': compute(inputs)}\n        torch.save(data, cache_file)\n"
+        "    inputs.update(data)\n    return inputs\n",
     )
     INVALID = (
         # per rank, rank 0 saves and every rank loads: all copies on rank 0's GPU (the DDP tutorial's warning)
@@ -144,6 +157,14 @@ class LoadWithoutMapLocation(Rule):
             "    buf = io.BytesIO(run_elsewhere(buf.getvalue()))\n    return torch.load(buf)\n",
             "import io\nimport torch\n\n\ndef remote_eval(x):\n    buf = io.BytesIO()\n    torch.save(x, buf)\n"
             "    buf = io.BytesIO(run_elsewhere(buf.getvalue()))\n    return torch.load(buf, " + FALLBACK + ")\n",
+        ),
+        # ... not a cache: the load goes into the model, the other arm saves something else
+        Example(
+            "import os\nimport torch\ndef warm_start(model, path):\n    if os.path.exists(path):\n"
+            "        model.load_state_dict(torch.load(path))\n    else:\n        torch.save(model.state_dict(), path)\n",
+            "import os\nimport torch\ndef warm_start(model, path):\n    if os.path.exists(path):\n"
+            "        model.load_state_dict(torch.load(path, map_location=\"cpu\"))\n    else:\n"
+            "        torch.save(model.state_dict(), path)\n",
         ),
         Example(
             "import torch\nmodel.load_state_dict(torch.load('weights.pt'))\n",
@@ -250,7 +271,7 @@ class LoadWithoutMapLocation(Rule):
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
         sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])
-                 and not _in_dataset(a, s) and _saved_before(a, s) is None]
+                 and not _in_dataset(a, s) and _saved_before(a, s) is None and _cache_built(a, s) is None]
         anchor = min((s.order for s in sites), default=0)
         for site in sites:
             loader = site.qualname.replace("torch.serialization.load", "torch.load")  # type: ignore[union-attr]
@@ -578,6 +599,63 @@ def _in_dataset(a, site: CallSite) -> bool:
 _SAVERS = {"torch.save": 1, "torch.serialization.save": 1, "torch.jit.save": 1}
 
 
+def _same_path(a, site: CallSite):
+    """A test of whether an expression writes the load's own path (code compared without
+    whitespace), or None where the load names no path."""
+    path = site.positional(0) or site.keyword("f")
+    if path is None:
+        return None
+    wanted = "".join(a.code(path.value).split())
+    return lambda expr: "".join(a.code(expr).split()) == wanted
+
+
+def _cache_built(a, site: CallSite) -> Optional[CallSite]:
+    """The save of a load-or-build cache: ``if os.path.exists(p): x = torch.load(p)``
+    with ``else: x = build(...); torch.save(x, p)`` (either arm first, the save at any
+    depth under its arm), or the load in a ``try`` and the build and save in its
+    ``except``, in one function. Either way ``x`` holds what this code builds, on the
+    devices it builds it on: the load gives back the tensors of the save this same code
+    made. Not in code that runs once per rank (rank 0's cache, loaded by every rank)."""
+    line = a.statement_line(site.node)
+    statement = line.body[0] if line is not None else None
+    if not (isinstance(statement, cst.Assign) and statement.value is site.node and len(statement.targets) == 1
+            and isinstance(statement.targets[0].target, cst.Name)):
+        return None
+    target = statement.targets[0].target.value
+    writes = _same_path(a, site)
+    fn = a.enclosing_function(site.scope)
+    for save in a.calls:
+        saved, written = save.positional(0), save.positional(1) or save.keyword("f")
+        if save.qualname in ("torch.save", "torch.serialization.save") and written is not None \
+                and isinstance(saved and saved.value, cst.Name) and saved.value.value == target \
+                and writes is not None and writes(written.value) and a.enclosing_function(save.scope) is fn \
+                and _other_arm(a, fn, site.cond, save.cond):
+            return save if a.devices.per_rank(site) is None else None
+    return None
+
+
+def _other_arm(a, fn, load: tuple, save: tuple) -> bool:
+    """Whether where a load runs (``cond``) and where a save runs part at one ``if``'s
+    two arms, or at a ``try``'s body (the load) and one of its handlers (the save)."""
+    n = next((i for i, (x, y) in enumerate(zip(load, save)) if x != y), None)
+    if n is None:
+        return False
+    (load_at, load_part), (save_at, save_part) = load[n], save[n]
+    if load_at == save_at and load_at in a.ifs:
+        return {load_part, save_part} == {"body", "orelse"}
+    if load_part != "try" or save_part != "handler":
+        return False
+    found: List[bool] = []
+
+    class Trys(cst.CSTVisitor):
+        def visit_Try(self, node: cst.Try) -> None:
+            if id(node) == load_at:
+                found.append(any(id(h) == save_at for h in node.handlers))
+
+    walk(fn.node if fn is not None else a.module, Trys())
+    return any(found)
+
+
 def _saved_before(a, site: CallSite) -> Optional[CallSite]:
     """The save, earlier in the same function, that wrote what the load at ``site`` reads
     back, on the load's own path (not in another branch, a loop or a ``try`` the load
@@ -588,11 +666,11 @@ def _saved_before(a, site: CallSite) -> Optional[CallSite]:
     The same process reads its own tensors back onto the devices they were saved from,
     which it has. Not in code that runs once per rank: there rank 0 saves and every rank
     loads its copy onto rank 0's GPU (the DDP tutorial's own warning)."""
-    path = site.positional(0) or site.keyword("f")
-    if path is None:
+    writes = _same_path(a, site)
+    if writes is None:
         return None
+    path = site.positional(0) or site.keyword("f")
     fn = a.enclosing_function(site.scope)
-    wanted = "".join(a.code(path.value).split())
     names = set(names_in(path.value))
     strings: List[str] = []
 
@@ -606,7 +684,7 @@ def _saved_before(a, site: CallSite) -> Optional[CallSite]:
     def writes_path(save: CallSite) -> bool:
         if save.qualname in _SAVERS:
             written = save.positional(_SAVERS[save.qualname]) or save.keyword("f")
-            return written is not None and "".join(a.code(written.value).split()) == wanted
+            return written is not None and writes(written.value)
         if save.qualname is None and (save.method or "").startswith("save"):  # trainer.save(path=d)
             return any((isinstance(v, cst.Name) and v.value in names) or (
                 isinstance(v, cst.SimpleString) and isinstance(v.evaluated_value, str) and v.evaluated_value

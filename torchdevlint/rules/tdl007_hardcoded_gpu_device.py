@@ -294,6 +294,10 @@ class HardcodedGpuDevice(Rule):
         # per-rank code before any binding: TDL003's
         "import torch\nimport torch.multiprocessing as mp\ndef worker(rank):\n    return torch.zeros(1).cuda(0)\n"
         "mp.spawn(worker, nprocs=2)\n",
+        # a command line's "cuda" that is no device (stanza's profiler column to sort by)
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--profile_sort', default='cuda', choices=['cpu', 'cuda'])\nargs = parser.parse_args()\n"
+        "sort_by = 'cuda_time_total' if args.profile_sort == 'cuda' else 'self_cpu_time_total'\n",
     )
     INVALID = (
         Example('import torch\n\n\ndef main():\n    device = torch.device("cuda:0")\n    return device\n',
@@ -650,6 +654,13 @@ class HardcodedGpuDevice(Rule):
                 "import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
                 "parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')\n"
                 "args = parser.parse_args()\nx = torch.zeros(1).to(args.device)\n"),
+        # ... an option not named for a device, that this file uses as one
+        Example("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--run-on', default='cuda')\nargs = parser.parse_args()\n"
+                "x = torch.zeros(1).to(args.run_on)\n",
+                "import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--run-on', default='cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "args = parser.parse_args()\nx = torch.zeros(1).to(args.run_on)\n"),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -818,7 +829,7 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
         elif site.method == "add_argument":  # parser.add_argument("--device", default="cuda")
             default = site.keyword("default")
             text = _cuda_text(default.value) if default is not None else None
-            if text is not None:
+            if text is not None and _device_option(a, site):
                 found.append((site, default.value, _Rewrite("literal", text, default.value.quote[-1])))  # type: ignore[union-attr]
             elif default is not None:  # parser.add_argument("-gpu", default=0, help="... for CPU mode set -gpu = c")
                 cpu = _cpu_value(site, default.value)
@@ -1189,6 +1200,23 @@ def _cpu_value(site: CallSite, default: cst.BaseExpression) -> Optional[str]:
             and not numeric):
         return f"{default.quote}{found}{default.quote}"
     return None
+
+
+def _device_option(a, site: CallSite) -> bool:
+    """Whether a command-line option whose default is ``"cuda"`` holds a device: its
+    names say so (``--device``, ``--policy-device``, ``--gpu``, ``--accelerator``,
+    ``--map_location``), or this file uses ``args.<dest>`` as a device. Not stanza's
+    ``--profile_sort``, ``default='cuda'``: which profiler column to sort by."""
+    given = site.keyword("dest")
+    names = [n.lstrip("-").replace("-", "_") for n in option_strings(site)] + option_strings(
+        site, [given.value] if given is not None else [])
+    if any(_DEVICE_WORDS.search(n) for n in names):
+        return True
+    return any(isinstance(value, cst.Attribute) and value.attr.value in names
+               for other in a.calls for value in other.device_values())
+
+
+_DEVICE_WORDS = re.compile(r"(?i)dev|cuda|gpu|accel|location")
 
 
 def _option_name(site: CallSite) -> Optional[str]:

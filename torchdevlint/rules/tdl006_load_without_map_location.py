@@ -161,7 +161,8 @@ class LoadWithoutMapLocation(Rule):
         # ... not a cache: the load goes into the model, the other arm saves something else
         Example(
             "import os\nimport torch\ndef warm_start(model, path):\n    if os.path.exists(path):\n"
-            "        model.load_state_dict(torch.load(path))\n    else:\n        torch.save(model.state_dict(), path)\n",
+            "        model.load_state_dict(torch.load(path))\n    else:\n"
+            "        torch.save(model.state_dict(), path)\n",
             "import os\nimport torch\ndef warm_start(model, path):\n    if os.path.exists(path):\n"
             "        model.load_state_dict(torch.load(path, map_location=\"cpu\"))\n    else:\n"
             "        torch.save(model.state_dict(), path)\n",

@@ -412,6 +412,8 @@ class DeviceFacts:
         bindings = owner.bindings[name]
         kinds = {b.kind for b in bindings}
         if kinds == {"param"}:
+            if self._guarded_cuda(site, name):  # `if device == "cuda":`, whatever its default
+                return DeviceChoice(name, False, f"the `{name}` parameter, a CUDA device under this `if`")
             fn = owner.function
             default = fn.default(name) if fn is not None else None
             if default is not None and not self.is_device_value(default, owner):
@@ -902,10 +904,16 @@ class DeviceFacts:
 
     def _guarded_cuda(self, site: CallSite, device: str) -> bool:
         """Under ``if device == "cuda":`` (or ``device.type == "cuda"``, ``"cuda" in
-        str(device)``) a bare ``.cuda()`` is what the chosen device says."""
+        str(device)``, one of the test's ``and`` conjuncts) a bare ``.cuda()`` is what the
+        chosen device says."""
         name = re.escape(device)
-        pattern = re.compile(rf"""{name}(?:\.type)?\s*==\s*['"]cuda['"]|['"]cuda['"]\s*==\s*{name}|['"]cuda['"]\s+in\s+(?:str\()?{name}""")
-        return any(pattern.search(t) for t in self.guard_tests(site))
+        pattern = re.compile(rf"""{name}(?:\.type)?\s*==\s*['"]cuda['"]|['"]cuda['"]\s*==\s*{name}"""
+                             rf"""|['"]cuda['"]\s+in\s+(?:str\({name}\)|{name})""")
+        for header in self.guard_tests(site):
+            conjuncts = _conjuncts(header.split(None, 1)[1].rstrip().rstrip(":").strip())
+            if conjuncts is not None and any(pattern.fullmatch(c) for c in conjuncts):
+                return True
+        return False
 
     def _guarded_by(self, site: CallSite, test: str) -> bool:
         """Under ``if test:``: every ``and`` conjunct of ``test`` is one of the guard's

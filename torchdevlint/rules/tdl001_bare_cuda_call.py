@@ -212,6 +212,16 @@ class BareCudaCall(Rule):
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nnet = Net()\n'
                 "net.load_state_dict(torch.load('net.pt', map_location=lambda storage, loc: storage.to(device=device)))\n"
                 "print(net)\n"),
+        # a `device` parameter the code tests for "cuda" (mmaction's test inputs): there it is
+        # the device `.cuda()` uses, whatever its default, in a helper nested in the function too
+        Example("import torch\ndef demo_inputs(n, device='cpu'):\n    def random_box():\n"
+                "        box = torch.rand(n, 4)\n        if device == 'cuda':\n            box = box.cuda()\n"
+                "        return box\n    img = torch.rand(n, 3)\n    if device == 'cuda':\n        img = img.cuda()\n"
+                "    return img, random_box()\n",
+                "import torch\ndef demo_inputs(n, device='cpu'):\n    def random_box():\n"
+                "        box = torch.rand(n, 4)\n        if device == 'cuda':\n            box = box.to(device)\n"
+                "        return box\n    img = torch.rand(n, 3)\n    if device == 'cuda':\n        img = img.to(device)\n"
+                "    return img, random_box()\n"),
         # one statement, one applicability: the unprovable receiver holds the other back
         Example("import torch\ndevice = torch.device('cuda')\ny = (torch.zeros(1).cuda(), batch.cuda())\n",
                 "import torch\ndevice = torch.device('cuda')\ny = (torch.zeros(1).to(device), batch.to(device))\n"),

@@ -95,6 +95,10 @@ def test_a_guard_that_makes_cuda_certain_makes_the_fallback_device_safe(flag, gu
     ("-torch.ones(n)", True),
     ("weights * torch.ones(n)", False),  # the left operand's operator decides: unknown
     ("not torch.ones(n)", False),
+    ("(torch.randn(n) > 0.8).type(torch.float32)", True),  # mmaction's random labels: a tensor of booleans
+    ("(torch.randn(n) != 0).float()", True),
+    ("(torch.randn(n) in seen).float()", False),  # `in` asks for a bool
+    ("(0 < torch.randn(n) < 1).float()", False),  # a chain asks for a bool too
 ])
 def test_arithmetic_on_a_tensor_is_a_tensor(receiver, safe):
     text = f"import torch\ndevice = torch.device('cuda')\nx = {receiver}\ny = x.cuda()\n"

@@ -37,6 +37,8 @@ MODULE_METHODS = frozenset(
     {"cuda", "cpu", "to", "float", "double", "half", "bfloat16", "train", "eval",
      "requires_grad_", "share_memory", "type", "to_empty", "apply", "zero_grad"}
 )
+_ELEMENTWISE_COMPARISONS = (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual,
+                            cst.Equal, cst.NotEqual)
 _FACTORY_PREFIXES = ("torch.nn.functional.", "torch.fft.", "torch.linalg.", "torch.special.")
 _TENSOR_CLASSES = frozenset(
     {"torch.Tensor", "torch.tensor", "torch.FloatTensor", "torch.LongTensor",
@@ -125,6 +127,11 @@ class ReceiversMixin:
             finally:
                 self._typing.discard(key)
         if isinstance(expr, cst.BinaryOperation):  # `torch.ones(n) * (1 - t)`: the tensor's own operator
+            kind = self.torch_kind(expr.left, scope, _depth + 1, use_project)
+            return kind if kind in ("tensor", _CYCLE) else None
+        if (isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1
+                and isinstance(expr.comparisons[0].operator, _ELEMENTWISE_COMPARISONS)):
+            # `label > 0.8`: a tensor of booleans (one operator: a chain would ask for a bool)
             kind = self.torch_kind(expr.left, scope, _depth + 1, use_project)
             return kind if kind in ("tensor", _CYCLE) else None
         if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):

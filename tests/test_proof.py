@@ -40,6 +40,9 @@ EXPECTATIONS = {
     "tdl106/torchrun_script.py": {"fixed_runs_on_cpu": False},
     "tdl106/tutorial_setup.py": {"fixed_runs_on_cpu": False},
     "tdl106/elastic_launcher.py": {"fixed_runs_on_cpu": False},
+    # NCCL only when the worker trains on CUDA (nerfstudio's launcher): gloo runs on the CPU
+    # before, and the rewrite's device_id is None there (a CUDA device_id would stop it)
+    "tdl106/cpu_or_nccl_workers.py": {"original_fails_on_cpu": False},
     # the library function already guards on `magnitude.is_cuda`: it ran on CPU before too
     "tdl002/istft_window.py": {"original_fails_on_cpu": False},
     # the rank's device is a CUDA device by design (no CPU fallback for per-rank GPU code)

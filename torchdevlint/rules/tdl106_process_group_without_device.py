@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Optional
+from typing import Iterable, Optional, Tuple
 
 import libcst as cst
 
 from ..analysis import CallSite
-from ..model import Applicability, Edit, Fix, Violation
+from ..model import Applicability, Fix, Violation
 from .. import names as N
 from .base import Context, Example, Rule, Uninsertable
 
@@ -20,7 +20,8 @@ class ProcessGroupWithoutDevice(Rule):
     triggers = ("init_process_group",)
     needs = (tuple(f"qual:{q}" for q in sorted(N.INIT_PROCESS_GROUP_TORCH)),)  # the gate on the code
     fixable = "sometimes"
-    fix_summary = '`device_id=torch.device("cuda", local_rank)` (unsafe) or display'
+    fix_summary = ('`device_id=torch.device("cuda", local_rank)`, under the test that chooses NCCL where the '
+                   'call has one (unsafe), or display')
     what = """
         `torch.distributed.init_process_group(...)` with the NCCL backend (`"nccl"`,
         `"cuda:nccl"`, `"cpu:gloo,cuda:nccl"`, a name bound to one of those, or no
@@ -63,7 +64,11 @@ class ProcessGroupWithoutDevice(Rule):
         it to), the fix adds `device_id=torch.device("cuda", <local rank>)`. It is
         **unsafe**: it binds the communicator eagerly at this call (torch >= 2.3), and on
         a machine without CUDA the call fails where the NCCL backend would have failed
-        later anyway. Otherwise display only.
+        later anyway. Where the call itself chooses NCCL on a test (`backend="nccl" if
+        device_type == "cuda" else "gloo"`), the device follows the same test
+        (`device_id=torch.device("cuda", <local rank>) if device_type == "cuda" else
+        None`): gloo's run on the CPU keeps working (a CUDA `device_id` would stop it on a
+        build without CUDA). Otherwise display only.
     """
     VALID = (
         "import torch\nimport torch.distributed as dist\n"
@@ -108,6 +113,18 @@ class ProcessGroupWithoutDevice(Rule):
             "def worker(gpu, world):\n    dist.init_process_group('nccl', rank=gpu, world_size=world, "
             "device_id=torch.device(\"cuda\", gpu))\n"
             "mp.spawn(worker, args=(2,), nprocs=2)\n",
+        ),
+        # the call chooses NCCL for CUDA only (nerfstudio's workers): the GPU only on that side
+        Example(
+            "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+            "def worker(local_rank, device_type):\n"
+            "    dist.init_process_group(backend='nccl' if device_type == 'cuda' else 'gloo', rank=local_rank)\n"
+            "mp.spawn(worker, args=('cuda',), nprocs=2)\n",
+            "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+            "def worker(local_rank, device_type):\n"
+            "    dist.init_process_group(backend='nccl' if device_type == 'cuda' else 'gloo', rank=local_rank, "
+            "device_id=torch.device(\"cuda\", local_rank) if device_type == 'cuda' else None)\n"
+            "mp.spawn(worker, args=('cuda',), nprocs=2)\n",
         ),
         Example(
             "import torch.distributed as dist\ndef init(args):\n    dist.init_process_group()\n",
@@ -184,20 +201,30 @@ class ProcessGroupWithoutDevice(Rule):
         if rank is None:
             return Fix(Applicability.DISPLAY, f"Not rewritten: no local rank in scope; {advice}")
         try:
-            edits = self._add_keyword(ctx, site, rank)
+            torch, edits = ctx.torch_for(site)
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"Not rewritten: {exc}; {advice}")
-        if edits is None:
+        device = f'{torch}.device("cuda", {rank})'
+        test = self._nccl_test(ctx, site)
+        if test is not None:  # a GPU only where the backend is NCCL: gloo's CPU run takes none
+            code, nccl_if_true = test
+            device = f"{device} if {code} else None" if nccl_if_true else f"None if {code} else {device}"
+        keyword = ctx.add_keyword(site.node, f"device_id={device}")
+        if keyword is None:
             return Fix(Applicability.DISPLAY, f"Not rewritten: the call's layout is unusual; {advice}")
-        return Fix(Applicability.UNSAFE,
-                   f"Pass `device_id=torch.device(\"cuda\", {rank})` (binds the GPU eagerly; torch >= 2.3)",
-                   tuple(edits))
+        return Fix(Applicability.UNSAFE, f"Pass `device_id={device}` (binds the GPU eagerly; torch >= 2.3)",
+                   tuple(edits + keyword))
 
-    def _add_keyword(self, ctx: Context, site: CallSite, rank: str) -> Optional[List[Edit]]:
-        call = site.node
-        torch, edits = ctx.torch_for(site)
-        keyword = ctx.add_keyword(call, f'device_id={torch}.device("cuda", {rank})')
-        return None if keyword is None else edits + keyword
+    def _nccl_test(self, ctx: Context, site: CallSite) -> Optional[Tuple[str, bool]]:
+        """Where the call chooses its backend (``"nccl" if device_type == "cuda" else
+        "gloo"``, nerfstudio's workers): the test's code, and whether NCCL is its true
+        side. None where NCCL is the backend on every path."""
+        backend = site.keyword("backend") or site.positional(0)
+        expr = backend.value if backend is not None else None
+        if not isinstance(expr, cst.IfExp):
+            return None
+        sides = [self._is_nccl(ctx, e, site) for e in (expr.body, expr.orelse)]
+        return None if all(sides) else (ctx.analysis.code(expr.test), sides[0])
 
 
 def _one_process(site: CallSite) -> bool:

@@ -83,6 +83,24 @@ def test_packed_sequences_keep_their_lengths_on_the_cpu():
             lstm(torch.randn(2, 5, 4))  # unpacked CPU input to a GPU LSTM: still a mix
 
 
+def test_a_gpu_tensor_takes_index_tensors_from_the_cpu():
+    """Advanced indexing accepts index tensors on the CPU or on the indexed tensor's device
+    (advertorch's `logits[torch.arange(n), targets]`), unlike other ops; a CPU tensor
+    takes no GPU indices."""
+    with Simulator(gpus=2):
+        logits = torch.randn(4, 3).cuda(1)
+        targets = torch.tensor([0, 2, 1, 0]).cuda(1)
+        picked = logits[torch.arange(4), targets]
+        assert device_of(picked) == "cuda:1" and device_of(logits[torch.arange(2)]) == "cuda:1"
+        assert device_of(logits[logits > 0]) == "cuda:1"
+        with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same device .*\(cpu\)"):
+            torch.randn(4)[targets]
+        with pytest.raises(RuntimeError, match=r"\(cuda:1\)"):
+            logits[targets.cuda(0)]
+        with pytest.raises(RuntimeError, match="same device"):
+            torch.gather(logits, 1, torch.zeros(4, 1, dtype=torch.long))  # other ops: no such leave
+
+
 def test_a_new_thread_starts_on_device_zero():
     seen = {}
     with Simulator(gpus=2):

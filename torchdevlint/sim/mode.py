@@ -137,6 +137,8 @@ def _make_mode(sim: Simulator):
             if name == "numpy" and args and getattr(args[0], _TAG, None) is not None:
                 raise TypeError(f"can't convert cuda:{getattr(args[0], _TAG)} device type tensor to numpy. "
                                 "Use Tensor.cpu() to copy the tensor to host memory first.")
+            if name == "__getitem__" and args and isinstance(args[0], Tensor):
+                return self._index(func, args, kwargs)
             arg, result = _HOST_SIDE.get(name, (-1, None))
             if 0 <= arg < len(args) and isinstance(args[arg], Tensor) and args[arg].dtype == torch.int64:
                 # packed sequences: their lengths and batch sizes live on the CPU
@@ -150,6 +152,19 @@ def _make_mode(sim: Simulator):
             if index is not None:
                 sim.tag(out, index, new=False)
             return out
+
+        def _index(self, func, args, kwargs):
+            """``x[idx]``: torch takes index tensors on the CPU or on ``x``'s device (a CUDA
+            tensor indexed by ``torch.arange(n)``, advertorch's margin loss); the result is
+            on ``x``'s device."""
+            index = getattr(args[0], _TAG, None)
+            for t in tensors_in(args[1:], []):
+                where = getattr(t, _TAG, None)
+                if where is not None and where != index:
+                    raise RuntimeError("indices should be either on cpu or on the same device as the indexed "
+                                       f"tensor ({'cpu' if index is None else f'cuda:{index}'})")
+            out = func(*args, **kwargs)
+            return out if index is None else sim.tag(out, index, new=False)
 
         def _cuda_target(self, args, kwargs):
             device = kwargs.pop("device", None)

@@ -51,6 +51,9 @@ EXPECTATIONS = {
     # the aliases and `.cuda()` calls follow a `cuda = torch.cuda.is_available()` flag:
     # the script ran on CPU before too; the simulator shows the same placement after
     "tdl005/cgan_alias_idiom.py": {"original_fails_on_cpu": False},
+    # every `.cuda()` is under `if device == "cuda":` (mmaction's test inputs): it ran on CPU
+    # before too, and the safe rewrite places everything where it did
+    "tdl001/demo_inputs_device_param.py": {"original_fails_on_cpu": False},
     # the default type is CUDA only under `if torch.cuda.is_available():` (DeepXDE's backend)
     "tdl005/pde_backend_default_type.py": {"original_fails_on_cpu": False},
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Iterable, List, Optional
 
@@ -124,6 +125,8 @@ class LoadWithoutMapLocation(Rule):
         "    buf.seek(0)\n    return torch.load(buf)\n",
         "import torch\ndef test_round_trip(tmp_path, model):\n    torch.save(model.state_dict(), tmp_path / 'm.pt')\n"
         "    model.load_state_dict(torch.load(tmp_path / 'm.pt'))\n",
+        "import torch\ndef test_round_trip(model):\n    torch.save(model.state_dict(), 'm.pt')\n"
+        "    model.load_state_dict(torch.load(\"m.pt\"))\n",  # the same path in other quotes
         "import os\nimport torch\ndef test_save(trainer, save_path):\n    trainer.save(path=save_path)\n"
         "    return torch.load(os.path.join(save_path, 'model.pt'))\n",
         # a load-or-build cache: either arm leaves the same object where this code builds it
@@ -601,13 +604,21 @@ _SAVERS = {"torch.save": 1, "torch.serialization.save": 1, "torch.jit.save": 1}
 
 
 def _same_path(a, site: CallSite):
-    """A test of whether an expression writes the load's own path (code compared without
-    whitespace), or None where the load names no path."""
+    """A test of whether an expression writes the load's own path (the same code, but for
+    whitespace, parentheses and quotes: `'m.pt'` is `"m.pt"`), or None where the load
+    names no path."""
     path = site.positional(0) or site.keyword("f")
     if path is None:
         return None
-    wanted = "".join(a.code(path.value).split())
-    return lambda expr: "".join(a.code(expr).split()) == wanted
+    wanted = _path_key(a.code(path.value))
+    return lambda expr: _path_key(a.code(expr)) == wanted
+
+
+def _path_key(code: str) -> str:
+    try:
+        return ast.dump(ast.parse(f"({code})", mode="eval"))
+    except SyntaxError:  # (a node's code always parses; kept total)
+        return "".join(code.split())
 
 
 def _cache_built(a, site: CallSite) -> Optional[CallSite]:

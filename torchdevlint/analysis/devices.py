@@ -710,8 +710,15 @@ class DeviceFacts:
             if len(earlier) < 2 or earlier[-2].kind != "assign" or earlier[-2].value is None:
                 return ""
             value = earlier[-2].value  # `cost = cost.cuda()` itself binds it again: the binding before
-        value = self.a.code(value)
-        return value if _NEW_TENSOR.search(value) else ""
+        calls: List[cst.Call] = []
+
+        class Calls(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                calls.append(node)
+
+        walk(value, Calls())  # a torch factory however torch is imported (`import torch as T`)
+        made = any(self.a.qualname(c.func, site.scope) in _NEW_TENSOR for c in calls)
+        return self.a.code(value) if made else ""
 
     def tested_tensor(self, site: CallSite) -> Optional[str]:
         """The tensor whose ``.is_cuda`` the innermost ``if`` around the site tests (``if
@@ -1012,7 +1019,8 @@ def takes_gpu_ordinal(qualname: Optional[str]) -> bool:
 
 
 # a torch factory call: what makes a new tensor (sized by the caller)
-_NEW_TENSOR = re.compile(r"\btorch\.(?:ones|zeros|empty|full|rand|randn|randint|arange|linspace|eye|tensor)\(")
+_NEW_TENSOR = frozenset(f"torch.{name}" for name in (
+    "ones", "zeros", "empty", "full", "rand", "randn", "randint", "arange", "linspace", "eye", "tensor"))
 
 
 def _dimensions_of(body: str, tensor: str) -> Set[str]:

@@ -87,6 +87,13 @@ class CudaCallIgnoresInputDevice(Rule):
             "    cost = torch.ones(N + M + 2, M + 2) * np.inf\n    cost[0, 0] = 0\n    cost = cost.to(x.device)\n"
             "    return cost\n",
         ),
+        # ... torch imported under another name
+        Example(
+            "import torch as T\ndef dtw_cuda(x):\n    M, N = x.shape\n"
+            "    cost = T.ones(N + M + 2, M + 2)\n    cost = cost.cuda()\n    return cost\n",
+            "import torch as T\ndef dtw_cuda(x):\n    M, N = x.shape\n"
+            "    cost = T.ones(N + M + 2, M + 2)\n    cost = cost.to(x.device)\n    return cost\n",
+        ),
         # a result read out to the CPU is no offload
         Example(
             "import torch\ndef accuracy(out, target):\n    hits = torch.zeros(1).cuda()\n"

@@ -633,16 +633,18 @@ def _cache_built(a, site: CallSite) -> Optional[CallSite]:
     if not (isinstance(statement, cst.Assign) and statement.value is site.node and len(statement.targets) == 1
             and isinstance(statement.targets[0].target, cst.Name)):
         return None
-    target = statement.targets[0].target.value
-    writes = _same_path(a, site)
+    target, writes = statement.targets[0].target.value, _same_path(a, site)
+    if writes is None:
+        return None
     fn = a.enclosing_function(site.scope)
     for save in a.calls:
+        if save.qualname not in ("torch.save", "torch.serialization.save"):
+            continue
         saved, written = save.positional(0), save.positional(1) or save.keyword("f")
-        if save.qualname in ("torch.save", "torch.serialization.save") and written is not None \
-                and isinstance(saved and saved.value, cst.Name) and saved.value.value == target \
-                and writes is not None and writes(written.value) and a.enclosing_function(save.scope) is fn \
+        if saved is not None and isinstance(saved.value, cst.Name) and saved.value.value == target \
+                and written is not None and writes(written.value) and a.enclosing_function(save.scope) is fn \
                 and _other_arm(a, fn, site.cond, save.cond):
-            return save if a.devices.per_rank(site) is None else None
+            return save if a.devices.per_rank(site) is None else None  # (asked last: it reads the module)
     return None
 
 

@@ -74,8 +74,9 @@ class LoadWithoutMapLocation(Rule):
     fix_safety = """
         Always **unsafe**: where the tensors land changes on purpose. With a device bound
         in scope (the names TDL004 recognises), `map_location=<that device>`. Without
-        one, `map_location="cpu"` where the result only feeds `load_state_dict`
-        (directly, an entry of it, `torch.load(p)["state_dict"]`, or through the names,
+        one, `map_location="cpu"` where the result only feeds `load_state_dict` or a
+        Hugging Face `from_pretrained(..., state_dict=...)`, which loads it into the model
+        it builds (directly, an entry of it, `torch.load(p)["state_dict"]`, or through the names,
         entries, copies and loops it flows into: the usual filtering of pretrained
         weights, `{k: v for k, v in sd.items() if k in model_dict}` then
         `model_dict.update(...)`, a loop that strips `module.` into an `OrderedDict`),
@@ -224,6 +225,15 @@ class LoadWithoutMapLocation(Rule):
                 "import torch\n\n\ndef load(gan, path):\n    data = torch.load(path, map_location=\"cpu\")\n    try:\n"
                 "        gan.load_state_dict(data['GAN'])\n    except Exception:\n"
                 "        saved = data['version']\n        print(f'saved by version {saved}')\n        raise\n"),
+        # weights handed to a Hugging Face model as it is built (simpletransformers' quantized models)
+        Example("import os\nimport torch\n\n\ndef load_quantized(model_class, config, model_name):\n"
+                "    weights = torch.load(os.path.join(model_name, 'pytorch_model.bin'))\n"
+                "    model = model_class.from_pretrained(None, config=config, state_dict=weights)\n"
+                "    model.load_state_dict(weights)\n    return model\n",
+                "import os\nimport torch\n\n\ndef load_quantized(model_class, config, model_name):\n"
+                "    weights = torch.load(os.path.join(model_name, 'pytorch_model.bin'), map_location=\"cpu\")\n"
+                "    model = model_class.from_pretrained(None, config=config, state_dict=weights)\n"
+                "    model.load_state_dict(weights)\n    return model\n"),
         # the filtering of pretrained weights (in a library module too), and a counter
         Example("import torch\n\n\ndef load_pretrained(model, path):\n    pretrained = torch.load(path)\n"
                 "    model_dict = model.state_dict()\n"
@@ -515,8 +525,9 @@ class _StateDictFlow(cst.CSTVisitor):
     def _argument(self, arg: cst.Arg, call: cst.Call, i: int) -> bool:
         """A use as ``arg`` of ``call`` (whose parent is ``self.stack[i]``)."""
         func = call.func
-        if _is_load_state_dict(call) and (arg.keyword is None or arg.keyword.value == "state_dict"):
-            self.sinks += 1
+        if (_is_load_state_dict(call) and (arg.keyword is None or arg.keyword.value == "state_dict")) or (
+                _called(call) == "from_pretrained" and arg.keyword is not None and arg.keyword.value == "state_dict"):
+            self.sinks += 1  # (Hugging Face's from_pretrained(..., state_dict=sd) loads it into the new model)
             return True
         if _called(call) in _COPIES and arg.keyword is None:  # OrderedDict(sd): more of it
             return self._follow_from(call, i)

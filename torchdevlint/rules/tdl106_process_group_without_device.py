@@ -151,7 +151,8 @@ class ProcessGroupWithoutDevice(Rule):
             if site.keyword("device_id") is not None or _one_process(site):
                 continue
             backend = site.keyword("backend") or site.positional(0)
-            if not self._is_nccl(ctx, backend.value if backend is not None else None, site):
+            expr = backend.value if backend is not None else None
+            if not self._is_nccl(ctx, expr, site):
                 continue
             if flow.binds_device_in(flow.setup_path(site)):
                 continue
@@ -160,7 +161,7 @@ class ProcessGroupWithoutDevice(Rule):
                 "NCCL process group, but this process never binds its rank's GPU: every rank "
                 "builds its communicator on GPU 0 (barriers and collectives hang or run out of "
                 "memory there); bind the device first or pass `device_id=`",
-                self._fix(ctx, site),
+                self._fix(ctx, site, expr),
             )
 
     # ------------------------------------------------------------------ detection
@@ -194,7 +195,7 @@ class ProcessGroupWithoutDevice(Rule):
         return False
 
     # ------------------------------------------------------------------ fix
-    def _fix(self, ctx: Context, site: CallSite) -> Fix:
+    def _fix(self, ctx: Context, site: CallSite, backend: Optional[cst.BaseExpression]) -> Fix:
         rank = ctx.analysis.process.local_rank_expr(site)
         advice = ("bind the rank's GPU before this call (`torch.cuda.set_device(local_rank)`) or pass "
                   "`device_id=torch.device(\"cuda\", local_rank)`")
@@ -205,7 +206,7 @@ class ProcessGroupWithoutDevice(Rule):
         except Uninsertable as exc:
             return Fix(Applicability.DISPLAY, f"Not rewritten: {exc}; {advice}")
         device = f'{torch}.device("cuda", {rank})'
-        test = self._nccl_test(ctx, site)
+        test = self._nccl_test(ctx, site, backend)
         if test is not None:  # a GPU only where the backend is NCCL: gloo's CPU run takes none
             code, nccl_if_true = test
             device = f"{device} if {code} else None" if nccl_if_true else f"None if {code} else {device}"
@@ -215,16 +216,15 @@ class ProcessGroupWithoutDevice(Rule):
         return Fix(Applicability.UNSAFE, f"Pass `device_id={device}` (binds the GPU eagerly; torch >= 2.3)",
                    tuple(edits + keyword))
 
-    def _nccl_test(self, ctx: Context, site: CallSite) -> Optional[Tuple[str, bool]]:
+    def _nccl_test(self, ctx: Context, site: CallSite,
+                   backend: Optional[cst.BaseExpression]) -> Optional[Tuple[str, bool]]:
         """Where the call chooses its backend (``"nccl" if device_type == "cuda" else
         "gloo"``, nerfstudio's workers): the test's code, and whether NCCL is its true
         side. None where NCCL is the backend on every path."""
-        backend = site.keyword("backend") or site.positional(0)
-        expr = backend.value if backend is not None else None
-        if not isinstance(expr, cst.IfExp):
+        if not isinstance(backend, cst.IfExp):
             return None
-        sides = [self._is_nccl(ctx, e, site) for e in (expr.body, expr.orelse)]
-        return None if all(sides) else (ctx.analysis.code(expr.test), sides[0])
+        sides = [self._is_nccl(ctx, e, site) for e in (backend.body, backend.orelse)]
+        return None if all(sides) else (ctx.analysis.code(backend.test), sides[0])
 
 
 def _one_process(site: CallSite) -> bool:

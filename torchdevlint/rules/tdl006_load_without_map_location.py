@@ -93,7 +93,8 @@ class LoadWithoutMapLocation(Rule):
         as before, and it loads without CUDA (`device if args.cuda else "cpu"` where
         every placement is under one flag's `if args.cuda:`, as the PyTorch examples of
         2017 wrote them: without the flag the work stays on the CPU, and so does the
-        checkpoint); in a script that places nothing on a GPU
+        checkpoint; not where the flag is another function's variable, which the load
+        could not read); in a script that places nothing on a GPU
         (a checkpoint converter), `map_location="cpu"`.
         In a library module, where a function computes on the GPU itself (a bare
         `.cuda()`, a legacy CUDA type: a checkpoint's model rebuilt and moved),
@@ -206,6 +207,21 @@ class LoadWithoutMapLocation(Rule):
                 "if args.cuda:\n    model.to(device)\nfor x in data:\n    if args.cuda:\n        x = x.to(device)\n"
                 "    model(x)\nwith open(args.save, 'rb') as f:\n"
                 "    model = torch.load(f, map_location=device if args.cuda else \"cpu\")\n"),
+        # ... but not a flag that is another function's local (a test method's `cuda`; the
+        # load in a model's `__init__`): the device alone
+        Example("import os\nimport unittest\nimport torch\n\n\nclass Reference(torch.nn.Module):\n"
+                "    def __init__(self, path):\n        super().__init__()\n        self.net = torch.load(path)\n\n\n"
+                "class T(unittest.TestCase):\n    def test_ref(self):\n        cuda = os.environ.get('CUDA_VISIBLE_DEVICES')\n"
+                "        m = Reference('net.pt')\n        if cuda:\n            m.cuda()\n\n\n"
+                "if __name__ == '__main__':\n    unittest.main()\n",
+                "import os\nimport unittest\nimport torch\n"
+                'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n\n\n'
+                "class Reference(torch.nn.Module):\n"
+                "    def __init__(self, path):\n        super().__init__()\n"
+                "        self.net = torch.load(path, map_location=device)\n\n\n"
+                "class T(unittest.TestCase):\n    def test_ref(self):\n        cuda = os.environ.get('CUDA_VISIBLE_DEVICES')\n"
+                "        m = Reference('net.pt')\n        if cuda:\n            m.to(device)\n\n\n"
+                "if __name__ == '__main__':\n    unittest.main()\n"),
         # a script that places nothing on a GPU (a checkpoint converter): the CPU
         Example("import torch\ndef main(src, dst):\n    ckpt = torch.load(src)\n    ckpt['meta'] = 1\n"
                 "    torch.save(ckpt, dst)\nif __name__ == '__main__':\n    main('a.pt', 'b.pt')\n",
@@ -316,7 +332,7 @@ class LoadWithoutMapLocation(Rule):
             if name is None:
                 return Fix(Applicability.DISPLAY, f"Pass `map_location=` the script's device (display only: {why_not})")
             value, why = name, "a device defined where the script starts (falls back to the CPU): the tensors land there"
-            flag = _placement_flag(a)
+            flag = _placement_flag(a, site)
             if flag is not None:  # `if args.cuda: model.cuda()`: without the flag, the work stays on the CPU
                 value, why = f'{name} if {flag} else "cpu"', (
                     f"the script's device (falls back to the CPU) where `{flag}` places its work, else the CPU")
@@ -353,11 +369,13 @@ class LoadWithoutMapLocation(Rule):
             "the CPU)"), tuple(imports) + tuple(edits)))
 
 
-def _placement_flag(a) -> Optional[str]:
+def _placement_flag(a, load: CallSite) -> Optional[str]:
     """The test of the ``if`` that guards every GPU placement of the script (its bare
     ``.cuda()`` calls and legacy CUDA types), when it is one and the same flag and not
     CUDA's availability (``if args.cuda:`` in the PyTorch examples of 2017): a one-line
-    header, as written; None otherwise."""
+    header, as written; None otherwise, and None where the flag's names are not the
+    same variables at the load (``cuda = ...`` a local of a test method, the load in
+    another class's ``__init__``: the flag there would be a NameError)."""
     sites = [s for s, _ in a.devices.sites("TDL001")] + [s for s, _, _ in a.devices.legacy_types]
     tests = set()
     for site in sites:
@@ -373,6 +391,14 @@ def _placement_flag(a) -> Optional[str]:
     test = tests.pop() if len(tests) == 1 else None
     if test is None or "cuda" not in test.lower() or a.devices.is_availability(test):
         return None
+    try:
+        names = set(names_in(cst.parse_expression(test)))
+    except cst.ParserSyntaxError:
+        return None
+    for name in names:
+        seen = a.lookup(name, load.scope)[0]  # (None for both: a global bound elsewhere, the same)
+        if any(a.lookup(name, s.scope)[0] is not seen for s in sites):
+            return None
     return test
 
 

@@ -639,7 +639,9 @@ class DeviceFacts:
     def forward_input(self, site: CallSite) -> Optional[DeviceChoice]:
         """Inside ``forward`` of an ``nn.Module`` subclass: the first input's device; when
         the body unpacks that input (``loc_data, conf_data = predictions``, SSD's loss: a
-        tuple of tensors, which has no device), the first tensor unpacked from it."""
+        tuple of tensors, which has no device), the first tensor unpacked from it. None
+        where the site moves that very input (``obs = obs.cuda()``, tianshou's
+        ``DataParallelNet``: ``obs.to(obs.device)`` would move nothing)."""
         a = self.a
         fn = a.enclosing_function(site.scope)
         if not (fn is not None and fn.klass is not None and fn.name == "forward" and a.is_module_class(fn.klass)):
@@ -656,10 +658,10 @@ class DeviceFacts:
                 if (isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value == first
                         and len(small.targets) == 1 and isinstance(small.targets[0].target, (cst.Tuple, cst.List))):
                     head = small.targets[0].target.elements[0].value if small.targets[0].target.elements else None
-                    if not isinstance(head, cst.Name):
+                    if not isinstance(head, cst.Name) or _moves(site, head.value):
                         return None
                     return DeviceChoice(f"{head.value}.device", False, f"the first tensor of the input `{first}`")
-        return DeviceChoice(f"{first}.device", False, f"the input `{first}`")
+        return None if _moves(site, first) else DeviceChoice(f"{first}.device", False, f"the input `{first}`")
 
     # ------------------------------------------------------------ input devices
     def input_device(self, site: CallSite) -> Optional[str]:
@@ -1030,6 +1032,19 @@ def _dimensions_of(body: str, tensor: str) -> Set[str]:
     for m in re.finditer(rf"(?m)^[ \t]*([\w \t,()]+?)[ \t]*=[ \t]*{re.escape(tensor)}\.(?:shape\b|size\()", body):
         found.update(n for n in re.split(r"[\s,()]+", m.group(1)) if n)
     return found
+
+
+def _moves(site: CallSite, name: str) -> bool:
+    """Whether the call at ``site`` is a method of ``name`` itself or of what it reaches
+    (``x.cuda()``, ``x.float().cuda()``, ``x[0].data.type(...)``)."""
+    expr = site.node.func.value if isinstance(site.node.func, cst.Attribute) else None
+    while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+        if isinstance(expr, cst.Call):
+            if not isinstance(expr.func, cst.Attribute):
+                return False  # a call of its own: `torch.zeros(x.size(0))` is a new tensor
+            expr = expr.func
+        expr = expr.value
+    return isinstance(expr, cst.Name) and expr.value == name
 
 
 def _annotated_tensor(fn: FunctionInfo, name: str) -> bool:

@@ -55,7 +55,8 @@ class BareCudaCall(Rule):
         Inside `forward` of an `nn.Module` it uses the first input's `.device`
         (**unsafe**: the input may be elsewhere), or, where the body unpacks that input
         (`loc_data, conf_data = predictions`: a tuple has no device), the first tensor
-        unpacked from it. When nothing names a device, it
+        unpacked from it; not where it moves that very input (`obs = obs.cuda()`,
+        which `.to(obs.device)` would leave where it is). When nothing names a device, it
         defines one where the script's own execution starts (after the imports of a
         script: one with a main guard, or whose module level does work; at the start of
         the main guard when every use runs in it, so that importing the module asks
@@ -141,6 +142,15 @@ class BareCudaCall(Rule):
                 "import torch\nclass Engine(torch.nn.Module):\n    def forward(self, **batch):\n"
                 '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "        return torch.zeros(2).to(device) + batch['x']\n"),
+        # ... and so where it moves that very input (tianshou's DataParallelNet): the
+        # input's device would move nothing
+        Example("import torch\nclass Wrapper(torch.nn.Module):\n    def forward(self, obs):\n"
+                "        if not isinstance(obs, torch.Tensor):\n            obs = torch.as_tensor(obs)\n"
+                "        obs = obs.cuda()\n        return self.net(obs)\n",
+                "import torch\nclass Wrapper(torch.nn.Module):\n    def forward(self, obs):\n"
+                '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "        if not isinstance(obs, torch.Tensor):\n            obs = torch.as_tensor(obs)\n"
+                "        obs = obs.to(device)\n        return self.net(obs)\n"),
         # an exact current device in scope: safe
         Example(
             "import torch\ndevice = torch.device('cuda')\nx = torch.zeros(1).cuda()\n",

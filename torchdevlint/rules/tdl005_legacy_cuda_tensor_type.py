@@ -64,7 +64,8 @@ class LegacyCudaTensorType(Rule):
         integer buffers, BatchNorm's `num_batches_tracked`, integers, where `.type` made
         them floating point). Inside `forward` of a module with no device in scope,
         `fix --unsafe-fixes` names the input's device (`x.device`: unsafe, it may not be
-        the current device; it is what lets the module run on the CPU) and `fix` alone
+        the current device; it is what lets the module run on the CPU; not for that very
+        input's own `.type(...)`, which it would leave where it is) and `fix` alone
         spells `device="cuda"` (safe). With `torch.device("cuda")` in scope (or no device at all in
         a library module, where the fix spells `device="cuda"`) the rewrite is exactly
         the old behaviour: **safe**; in a library module's function `fix --unsafe-fixes`
@@ -222,6 +223,13 @@ class LegacyCudaTensorType(Rule):
                 "import torch\nimport torch.nn as nn\nclass Drop(nn.Module):\n    def forward(self, x):\n"
                 "        keep = torch.empty(len(x), 1, dtype=torch.float32, device=x.device).uniform_() > 0.5\n"
                 "        return x * keep\n"),
+        # ... not where it converts that very input (`x.to(x.device)` would move nothing):
+        # the function's own device
+        Example("import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n    def forward(self, x):\n"
+                "        x = x.type(torch.cuda.FloatTensor)\n        return self.body(x)\n",
+                "import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n    def forward(self, x):\n"
+                '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "        x = x.to(device, torch.float32)\n        return self.body(x)\n"),
         # the alias idiom in a script: the same choice, as a device (safe)
         Example("import torch\nimport numpy as np\ncuda = torch.cuda.is_available()\n"
                 "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"

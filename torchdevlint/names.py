@@ -109,6 +109,13 @@ LAUNCHERS = BINDING_LAUNCHERS | frozenset({"elastic_launch", "start_processes", 
 # `device=local_rank`, as the DDP tutorial writes): TDL007 reads it, and the gate's `place:rank`
 RANK_INDEX_NAMES = frozenset({"rank", "local_rank", "localrank", "device_id", "gpu", "gpu_id", "local_gpu"})
 RANK_MARKERS = re.compile(r"""['"](?:LOCAL_RANK|RANK|WORLD_SIZE|SLURM_LOCALID)['"]|--local[_-]rank|\blocal_rank\(\)""")
+# A helper of another module whose name says it sets up the distributed run, binding the
+# rank's GPU before its process group (DETR's, DeiT's and DINO's init_distributed_mode,
+# mmcv's init_dist and its _init_dist_pytorch/_slurm/_mpi, timm's init_distributed_device,
+# pysot's dist_init, setup_distributed, ESPnet's init_torch_distributed, super-gradients'
+# initialize_ddp, PyTorch Lightning's init_ddp_connection)
+DIST_SETUP_HELPER = re.compile(r"(?:^|_)(?:init(?:ialize)?|setup)_(?:torch_)?(?:dist(?:ributed)?|ddp)"
+                               r"(?:_mode|_device|_pytorch|_slurm|_mpi|_connection)?$|^_?dist(?:ributed)?_init$")
 
 # The pre-1.0 typed tensors: ``torch.cuda.<T>Tensor`` -> its dtype's name in torch
 DTYPES: Dict[str, str] = {

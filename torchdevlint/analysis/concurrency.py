@@ -152,16 +152,18 @@ class ConcurrencyMixin:
 
     @cached_property
     def dist_setup_functions(self) -> Set[cst.CSTNode]:
-        """Functions that initialise a process group, directly or through a local helper."""
+        """Functions that initialise a process group, directly or through a local helper,
+        or call another module's helper whose name says it sets up the distributed run
+        (``utils.init_distributed_mode(args)``, Lightning's ``model.init_ddp_connection(...)``)."""
         direct: Dict[cst.CSTNode, Set[cst.CSTNode]] = {}
         setup: Set[cst.CSTNode] = set()
         for site in self.calls:
             fn = self.enclosing_function(site.scope)
             if fn is None:
                 continue
-            if site.qualname in N.INIT_PROCESS_GROUP:
-                setup.add(fn.node)
             callee = self.local_function(site.node.func, site.scope)
+            if site.qualname in N.INIT_PROCESS_GROUP or (callee is None and _dist_setup_helper(site)):
+                setup.add(fn.node)
             if callee is not None:
                 direct.setdefault(fn.node, set()).add(callee.node)
         changed = True
@@ -183,6 +185,8 @@ class ConcurrencyMixin:
                 return True
             callee = self.local_function(site.node.func, site.scope)
             if callee is not None and callee.node in self.dist_setup_functions:
+                return True
+            if callee is None and _dist_setup_helper(site):
                 return True
         return False
 
@@ -287,3 +291,11 @@ class ConcurrencyMixin:
         elif self.devices.rank_script:
             return "rank"
         return None
+
+
+def _dist_setup_helper(site: CallSite) -> bool:
+    """A call of another module's helper (not torch's) whose name says it sets up the
+    distributed run (``names.DIST_SETUP_HELPER``)."""
+    name = called_name(site.node.func)
+    return (name is not None and not (site.qualname is not None and N.is_torch(site.qualname))
+            and bool(N.DIST_SETUP_HELPER.search(name.lower())))

@@ -374,20 +374,15 @@ class ProcessFlow:
                    for t in self.a.targets)
 
 
-_BINDER = re.compile(r"(?:^|_)(?:get|set|select|setup|init|bind|pin)_?(?:cuda_|gpu_|local_)?device(?:$|_)|device_setup"
-                     # a distributed setup: binds the rank's GPU before its process group (DETR's,
-                     # DeiT's and DINO's init_distributed_mode, mmcv's init_dist and its
-                     # _init_dist_pytorch/_slurm/_mpi, timm's init_distributed_device, pysot's
-                     # dist_init, setup_distributed, ESPnet's init_torch_distributed,
-                     # super-gradients' initialize_ddp)
-                     r"|(?:^|_)(?:init(?:ialize)?|setup)_(?:torch_)?(?:dist(?:ributed)?|ddp)"
-                     r"(?:_mode|_device|_pytorch|_slurm|_mpi)?$|^_?dist(?:ributed)?_init$")
+_BINDER = re.compile(r"(?:^|_)(?:get|set|select|setup|init|bind|pin)_?(?:cuda_|gpu_|local_)?device(?:$|_)|device_setup")
 
 
 def _binder_name(name: str) -> bool:
     """A helper of another module whose name says it binds the device (torchtune's
-    ``get_device``, yolov5's ``select_device``, ``setup_device``...)."""
-    return bool(_BINDER.search(name.lower()))
+    ``get_device``, yolov5's ``select_device``, ``setup_device``...), or sets up the
+    distributed run, binding the rank's GPU first (``names.DIST_SETUP_HELPER``)."""
+    name = name.lower()
+    return bool(_BINDER.search(name) or N.DIST_SETUP_HELPER.search(name))
 
 
 _LOCAL_RANK_NAMES = ("local_rank", "LOCAL_RANK", "localrank", "local_rank_id", "lrank")

@@ -34,7 +34,9 @@ class GlobalSetDevice(Rule):
         device that the same function also passes explicitly (`set_device(device)` beside
         `.to(device)` or `device=device`: the current device agrees with the explicit one).
         Quiet when the same function (or, for a script, the module) initialises a
-        process group, directly or through a local helper such as `ddp_setup()`; in a helper of the file that such a function calls, binding its
+        process group, directly or through a local helper such as `ddp_setup()`, or calls
+        another module's helper named for the distributed setup (`init_distributed_mode`,
+        `init_dist`, `setup_ddp`, `init_ddp_connection`); in a helper of the file that such a function calls, binding its
         own parameter (open_clip's `set_device(device)`); inside a function started by `mp.spawn`,
         `multiprocessing.Process(target=...)` or a process pool, or a helper it calls; in a
         pool's `initializer` (each worker binds once as it starts, before its tasks);
@@ -121,6 +123,14 @@ class GlobalSetDevice(Rule):
         # ... a string, however quoted (TorchRL's GRPO scripts)
         "import torch\n\n\ndef main():\n    torch.set_default_device(\"cuda:0\")\n"
         "    torch.cuda.set_device('cuda:0')\n    return torch.zeros(2)\n\n\nif __name__ == '__main__':\n    main()\n",
+        # the setup through another module's helper, named for it (PyTorch Lightning 0.7's
+        # spawned `ddp_train`; DeiT's scripts at their module level)
+        "import torch\nclass DDPMixin:\n    def ddp_train(self, process_idx, model):\n"
+        "        model.init_ddp_connection(process_idx, self.world_size)\n"
+        "        self.root_gpu = process_idx\n        torch.cuda.set_device(self.root_gpu)\n"
+        "        model.cuda(self.root_gpu)\n",
+        "import torch\nimport utils\nargs = utils.parse()\nutils.init_distributed_mode(args)\n"
+        "torch.cuda.set_device(args.gpu)\n",
         # open_clip: the distributed setup hands the rank's device to a helper of its own
         "import torch\nimport torch.distributed as dist\ndef set_device(device):\n"
         "    if device.startswith('cuda:'):\n        torch.cuda.set_device(device)\n"

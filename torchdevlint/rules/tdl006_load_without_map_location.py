@@ -47,7 +47,10 @@ class LoadWithoutMapLocation(Rule):
         `VisionDataset`, here or through this file's classes): what a dataset loads is
         the data its items are cut from, statistics or a preprocessed cache, which
         DataLoader workers index in other processes, where CUDA tensors cannot go: CPU
-        tensors, saved from the CPU. Nor where the same function has just saved what it
+        tensors, saved from the CPU. Nor a load named as data: a vocabulary or a corpus
+        in its path or the name it binds (`vocab = torch.load(opt.data + '.vocab.pt')`,
+        `corpus_dict = torch.load(corpus_file)`), a dataset in the name it binds
+        (`dataset = torch.load(shard)`): preprocessing builds those on the CPU. Nor where the same function has just saved what it
         loads (`torch.save(obj, p)` then `torch.load(p)`, a `BytesIO` deep copy, a
         `trainer.save(path=d)` then `torch.load(os.path.join(d, ...))`): the process
         reads its own tensors back onto devices it has. Nor a load-or-build cache (`if
@@ -141,8 +144,19 @@ class LoadWithoutMapLocation(Rule):
         "import torch\ndef neighbours(inputs, cache_file):\n    try:\n        data = torch.load(cache_file)\n"
         "    except IOError:\n        data = {'idx_i': compute(inputs)}\n        torch.save(data, cache_file)\n"
         "    inputs.update(data)\n    return inputs\n",
+        # a load named as data: a vocabulary, a corpus, a dataset's shard (OpenNMT-py 1.x)
+        "import torch\ndef build_fields(opt):\n    vocab = torch.load(opt.data + '.vocab.pt')\n    return vocab\n",
+        "import torch\ndef fields_from(opt):\n    existing_fields = torch.load(opt.src_vocab)\n    return existing_fields\n",
+        "import torch\ndef shards(paths):\n    for path in paths:\n        dataset = torch.load(path)\n"
+        "        yield from dataset.examples\n",
     )
     INVALID = (
+        # ... but not a checkpoint kept in a dataset's folder
+        Example("import os\nimport torch\ndef resume(args):\n"
+                "    ckpt = torch.load(os.path.join(args.dataset, 'model.pt'))\n    return ckpt['model']\n",
+                "import os\nimport torch\ndef resume(args):\n"
+                "    ckpt = torch.load(os.path.join(args.dataset, 'model.pt'), "
+                "map_location=None if torch.cuda.is_available() else \"cpu\")\n    return ckpt['model']\n"),
         # per rank, rank 0 saves and every rank loads: all copies on rank 0's GPU (the DDP tutorial's warning)
         Example(
             "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\n\n"
@@ -301,7 +315,7 @@ class LoadWithoutMapLocation(Rule):
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
         sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])
-                 and not _in_dataset(a, s) and _saved_before(a, s) is None and _cache_built(a, s) is None]
+                 and not _in_dataset(a, s) and not _loads_data(a, s) and _saved_before(a, s) is None and _cache_built(a, s) is None]
         anchor = min((s.order for s in sites), default=0)
         for site in sites:
             loader = site.qualname.replace("torch.serialization.load", "torch.load")  # type: ignore[union-attr]
@@ -634,6 +648,28 @@ def _in_dataset(a, site: CallSite) -> bool:
             return True
         todo.extend(p for p in (a.local_class(b, klass.outer) for b in klass.bases) if p is not None)
     return False
+
+
+# what names a load as data rather than a checkpoint: in its path or the name it binds
+_DATA_WORDS = re.compile(r"vocab|corpus", re.IGNORECASE)
+# ... and, in the name it binds only (a dataset's folder may hold a checkpoint), a dataset
+_DATASET_NAME = re.compile(r"(?:^|_)datasets?$", re.IGNORECASE)
+
+
+def _loads_data(a, site: CallSite) -> bool:
+    """Whether what the load reads is named as data: a vocabulary or a corpus in its
+    path or in the name it binds (OpenNMT's ``vocab = torch.load(opt.data +
+    '.vocab.pt')``, pytorch-pretrained-bert's ``corpus_dict``), a dataset in the name
+    it binds (OpenNMT's shards: ``dataset = torch.load(path)``)."""
+    path = site.positional(0) or site.keyword("f")
+    if path is not None and _DATA_WORDS.search(a.code(path.value)):
+        return True
+    stmt = site.line.body[0] if site.line is not None and len(site.line.body) == 1 else None
+    targets = ([t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) and stmt.value is site.node
+               else [stmt.target] if isinstance(stmt, cst.AnnAssign) and stmt.value is site.node else [])
+    names = [t.value if isinstance(t, cst.Name) else t.attr.value for t in targets
+             if isinstance(t, (cst.Name, cst.Attribute))]
+    return any(_DATA_WORDS.search(n) or _DATASET_NAME.search(n) for n in names)
 
 
 # savers -> the position of the file among their positional parameters

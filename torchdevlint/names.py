@@ -45,6 +45,13 @@ SET_DEVICE = frozenset(
 DEVICE_CONTEXTS = frozenset(
     {"torch.cuda.device", "torch.cuda.device_of", "torch.accelerator.device_index"}
 )
+# A with-item of a helper that enters a device block (its own ``with torch.cuda.device(...)``):
+# in this file, read from its body; of another module, named for one (gpytorch's
+# ``least_used_cuda_device()``, fairscale's ``use_device(d)``, transformers' ``on_device(d)``
+# and ``pipe.device_placement()``), but not a default-device or initialisation context
+DEVICE_BLOCK = "<device block>"
+DEVICE_BLOCK_HELPER = re.compile(r"(?:^|_)(?:cuda_|gpu_)?device(?:_placement)?$")
+NOT_DEVICE_BLOCK_HELPER = re.compile(r"^_*init|default")
 # ``torch.cuda`` calls that raise where CUDA is not available (checked on torch's CPU
 # build; ``empty_cache``, ``manual_seed``, ``memory_allocated``, ``device_count`` do not)
 CUDA_ONLY = frozenset(

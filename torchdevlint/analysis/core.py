@@ -23,7 +23,8 @@ from ..screen import statement_starts
 from ..source import LineIndex, split_lines
 from .collector import _Collector
 from .treewalk import walk
-from .facts import CallSite, ClassInfo, FunctionInfo, Scope
+from .. import names as N
+from .facts import CallSite, ClassInfo, FunctionInfo, Scope, called_name
 from .concurrency import ConcurrencyMixin
 from .parallel import ParallelMixin
 from .placement import PlacementMixin
@@ -71,7 +72,30 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         self._code: Dict[cst.CSTNode, str] = {}
         for site in self.calls:  # document order: a with-item call precedes its block
             site.qualname = self.qualname(site.node.func, site.scope)
-            site.withs = tuple(w.qualname if isinstance(w, CallSite) else w for w in site.withs)
+            site.withs = tuple(self._with_item(w) if isinstance(w, CallSite) else w for w in site.withs)
+
+    def _with_item(self, item: CallSite) -> Optional[str]:
+        """What a with-item call stands for in ``CallSite.withs``: ``names.DEVICE_BLOCK``
+        for a helper that enters a device block (``names.DEVICE_BLOCK_HELPER``), else
+        its qualname. Memoised per call: every call in the block asks."""
+        memo = self.memo.setdefault("with_item", {})
+        if item.node not in memo:
+            q = item.qualname
+            block = False
+            if q not in N.DEVICE_CONTEXTS and not (q is not None and N.is_torch(q)):
+                fn = self.local_function(item.node.func, item.scope)
+                if fn is not None:  # this file's helper: its own body enters one
+                    block = self._enters_device_block(fn)
+                else:
+                    name = (called_name(item.node.func) or "").lower()
+                    block = bool(N.DEVICE_BLOCK_HELPER.search(name)) and not N.NOT_DEVICE_BLOCK_HELPER.search(name)
+            memo[item.node] = N.DEVICE_BLOCK if block else q
+        return memo[item.node]
+
+    def _enters_device_block(self, fn: FunctionInfo) -> bool:
+        """Whether a function of this file enters ``with torch.cuda.device(...)`` itself."""
+        return any(s.node in self.with_items and self.inside(s.scope, fn.node)
+                   and self.qualname(s.node.func, s.scope) in N.DEVICE_CONTEXTS for s in self.calls)
 
     @cached_property
     def process(self):

@@ -86,7 +86,9 @@ class CallSite:
     node: cst.Call
     qualname: Optional[str]
     scope: Scope
-    withs: Tuple[Optional[str], ...]  # qualnames of the active with-item calls
+    # the active with-item calls: CallSites while collecting, then (``Analysis``) their
+    # qualnames, or ``names.DEVICE_BLOCK`` for a helper that enters a device block
+    withs: Tuple[Optional[str], ...]
     order: int
     line: Optional[cst.SimpleStatementLine]  # the statement line that holds the call
     expr_stmt: Optional[cst.Expr]  # set when the call is a whole expression statement
@@ -101,7 +103,7 @@ class CallSite:
 
     @property
     def in_device_context(self) -> bool:
-        return any(q in N.DEVICE_CONTEXTS for q in self.withs)
+        return any(q in N.DEVICE_CONTEXTS or q == N.DEVICE_BLOCK for q in self.withs)
 
     def keyword(self, name: str) -> Optional[cst.Arg]:
         for arg in self.node.args:

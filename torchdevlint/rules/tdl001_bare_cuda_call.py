@@ -24,7 +24,11 @@ class BareCudaCall(Rule):
         `device=None`) that is merely implicit: none of the bug-grade shapes (TDL002
         an input's device at hand, TDL003 per-rank code before any binding, TDL004 a
         device the code already chose), and not provably right. Quiet inside
-        `with torch.cuda.device(...):`, inside a user-defined `cuda()` override, and after
+        `with torch.cuda.device(...):` (or a helper that enters one: a function of this
+        file whose body does, or another module's named for one, as gpytorch's `with
+        least_used_cuda_device():`, fairscale's `use_device(d)`, a pipeline's
+        `device_placement()`; not a default-device context such as `torch.device(...)`,
+        which leaves `.cuda()` on the current device), inside a user-defined `cuda()` override, and after
         a rank- or worker-derived binding on the same path (`set_device(local_rank)` in
         DDP setup or a spawned worker, a launcher that binds each process's device,
         a per-process `CUDA_VISIBLE_DEVICES`).
@@ -86,6 +90,13 @@ class BareCudaCall(Rule):
         "import torch\nx = torch.zeros(3).cuda(1)\n",
         "import torch\nx = torch.zeros(3).cuda(device=dev)\n",
         "import torch\nwith torch.cuda.device(1):\n    x = torch.zeros(3).cuda()\n",
+        # a helper that enters a device block: another module's, named for one (gpytorch's
+        # tests), or this file's, whose body enters one
+        "import torch\nfrom gpytorch.test.utils import least_used_cuda_device\ndef test_cuda():\n"
+        "    with least_used_cuda_device():\n        x = torch.zeros(3).cuda()\n",
+        "import torch\nfrom contextlib import contextmanager\n@contextmanager\ndef on_gpu(k):\n"
+        "    with torch.cuda.device(k):\n        yield\ndef run():\n    with on_gpu(1):\n"
+        "        return torch.zeros(3).cuda()\n",
         "from torch.cuda import device as cuda_device\nwith cuda_device(k):\n    m.cuda()\n",
         "use_cuda = args.cuda\nif args.cuda:\n    pass\n",
         "s = 'x.cuda()'  # a comment about .cuda()\n",
@@ -105,6 +116,14 @@ class BareCudaCall(Rule):
         "    return torch.zeros(1).cuda()\n",
     )
     INVALID = (
+        # a default-device context is no device block: `.cuda()` still takes the current device
+        Example("import torch\nfrom contextlib import contextmanager\n@contextmanager\ndef default_device(d):\n"
+                "    with torch.device(d):\n        yield\ndef run():\n    with default_device(\"cuda:1\"):\n"
+                "        return torch.zeros(3).cuda()\n",
+                "import torch\nfrom contextlib import contextmanager\n@contextmanager\ndef default_device(d):\n"
+                "    with torch.device(d):\n        yield\ndef run():\n"
+                '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "    with default_device(\"cuda:1\"):\n        return torch.zeros(3).to(device)\n"),
         Example(
             "import torch\nx = torch.zeros(3).cuda()\n",
             'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'

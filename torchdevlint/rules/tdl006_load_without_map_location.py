@@ -144,6 +144,9 @@ class LoadWithoutMapLocation(Rule):
         "import torch\ndef neighbours(inputs, cache_file):\n    try:\n        data = torch.load(cache_file)\n"
         "    except IOError:\n        data = {'idx_i': compute(inputs)}\n        torch.save(data, cache_file)\n"
         "    inputs.update(data)\n    return inputs\n",
+        "import os\nimport torch\nclass Vectors:\n    def cache(self, path_pt):\n        if not os.path.isfile(path_pt):\n"
+        "            self.itos, self.vectors = build()\n            torch.save((self.itos, self.vectors), path_pt)\n"
+        "        else:\n            self.itos, self.vectors = torch.load(path_pt)\n",
         # a load named as data: a vocabulary, a corpus, a dataset's shard (OpenNMT-py 1.x)
         "import torch\ndef build_fields(opt):\n    vocab = torch.load(opt.data + '.vocab.pt')\n    return vocab\n",
         "import torch\ndef fields_from(opt):\n    existing_fields = torch.load(opt.src_vocab)\n    return existing_fields\n",
@@ -178,6 +181,14 @@ class LoadWithoutMapLocation(Rule):
             "    buf = io.BytesIO(run_elsewhere(buf.getvalue()))\n    return torch.load(buf, " + FALLBACK + ")\n",
         ),
         # ... not a cache: the load goes into the model, the other arm saves something else
+        Example(
+            "import os\nimport torch\ndef cache(path):\n    if os.path.exists(path):\n"
+            "        itos, vectors = torch.load(path)\n    else:\n        itos, vectors = build()\n"
+            "        torch.save((vectors, itos), path)\n    return itos, vectors\n",
+            "import os\nimport torch\ndef cache(path):\n    if os.path.exists(path):\n"
+            "        itos, vectors = torch.load(path, " + FALLBACK + ")\n    else:\n        itos, vectors = build()\n"
+            "        torch.save((vectors, itos), path)\n    return itos, vectors\n",
+        ),
         Example(
             "import os\nimport torch\ndef warm_start(model, path):\n    if os.path.exists(path):\n"
             "        model.load_state_dict(torch.load(path))\n    else:\n"
@@ -698,15 +709,17 @@ def _cache_built(a, site: CallSite) -> Optional[CallSite]:
     """The save of a load-or-build cache: ``if os.path.exists(p): x = torch.load(p)``
     with ``else: x = build(...); torch.save(x, p)`` (either arm first, the save at any
     depth under its arm), or the load in a ``try`` and the build and save in its
-    ``except``, in one function. Either way ``x`` holds what this code builds, on the
+    ``except``, in one function; ``x`` a name, an attribute or a tuple of those, saved as
+    written (pytorch-nlp's word vectors: ``self.itos, self.vectors = torch.load(p)``,
+    ``torch.save((self.itos, self.vectors), p)``). Either way ``x`` holds what this code builds, on the
     devices it builds it on: the load gives back the tensors of the save this same code
     made. Not in code that runs once per rank (rank 0's cache, loaded by every rank)."""
     line = a.statement_line(site.node)
     statement = line.body[0] if line is not None else None
     if not (isinstance(statement, cst.Assign) and statement.value is site.node and len(statement.targets) == 1
-            and isinstance(statement.targets[0].target, cst.Name)):
+            and _names_only(statement.targets[0].target)):
         return None
-    target, writes = statement.targets[0].target.value, _same_path(a, site)
+    target, writes = _path_key(a.code(statement.targets[0].target)), _same_path(a, site)
     if writes is None:
         return None
     fn = a.enclosing_function(site.scope)
@@ -714,11 +727,18 @@ def _cache_built(a, site: CallSite) -> Optional[CallSite]:
         if save.qualname not in ("torch.save", "torch.serialization.save"):
             continue
         saved, written = save.positional(0), save.positional(1) or save.keyword("f")
-        if saved is not None and isinstance(saved.value, cst.Name) and saved.value.value == target \
+        if saved is not None and _path_key(a.code(saved.value)) == target \
                 and written is not None and writes(written.value) and a.enclosing_function(save.scope) is fn \
                 and _other_arm(a, fn, site.cond, save.cond):
             return save if a.devices.per_rank(site) is None else None  # (asked last: it reads the module)
     return None
+
+
+def _names_only(target: cst.BaseExpression) -> bool:
+    """A name, an attribute (``self.vectors``), or a tuple of those: what a cache binds."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return bool(target.elements) and all(_names_only(e.value) for e in target.elements)
+    return isinstance(target, cst.Name) or (isinstance(target, cst.Attribute) and _names_only(target.value))
 
 
 def _other_arm(a, fn, load: tuple, save: tuple) -> bool:

@@ -43,6 +43,37 @@ _KEEPS_ON_CPU = re.compile(r"(?m)^[ \t]*([\w.\[\]'\"-]+)[ \t]*=[ \t]*\1\.cpu\(\)
 _CONFIG_NAMES = N.CONFIG_NAMES
 
 
+# a main guard's test runner: ``unittest.main()``, ``pytest.main([__file__])``,
+# ``absltest.main()``, torch's ``run_tests()`` (also as ``sys.exit(...)``)
+_TEST_RUNNERS = re.compile(r"(?:(?:unittest|pytest|absltest|googletest)\.main|(?:\w+\.)*run_tests)$")
+
+
+def _runs_tests_only(guard: cst.If) -> bool:
+    """Whether a main guard's body only runs a test runner (a test module's)."""
+    body = guard.body.body if isinstance(guard.body, cst.IndentedBlock) else [guard.body]
+    smalls = [small for stmt in body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body]
+    if len(smalls) != sum(len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1 for stmt in body):
+        return False  # a compound statement: more than a runner
+    for small in smalls:
+        call = small.value if isinstance(small, cst.Expr) else None
+        if isinstance(call, cst.Call) and isinstance(call.func, (cst.Name, cst.Attribute)) and \
+                _code_of(call.func) in ("sys.exit", "exit") and call.args:
+            call = call.args[0].value  # sys.exit(pytest.main(...))
+        if not (isinstance(call, cst.Call) and _TEST_RUNNERS.match(_code_of(call.func))):
+            return False
+    return bool(smalls)
+
+
+def _code_of(expr: cst.BaseExpression) -> str:
+    """A dotted name's text (``unittest.main``); "" for anything else."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        head = _code_of(expr.value)
+        return f"{head}.{expr.attr.value}" if head else ""
+    return ""
+
+
 def _conjuncts(test: str) -> Optional[List[str]]:
     """The ``and`` conjuncts of a test's text, each with its whitespace normalised, in
     order; None when it has an ``or`` (read from text: a guard's header)."""
@@ -509,8 +540,10 @@ class DeviceFacts:
     # ------------------------------------------------------------ entry points
     @cached_property
     def main_guard(self) -> Optional[cst.If]:
+        """The module's (last) ``if __name__ == "__main__":``; None where it only runs the
+        tests (``unittest.main()``): a test module, which pytest imports, is no script."""
         guards = [s for s in self.a.module.body if isinstance(s, cst.If) and _is_main_guard(s.test)]
-        return guards[-1] if guards else None
+        return guards[-1] if guards and not _runs_tests_only(guards[-1]) else None
 
     def starts_in_main_guard(self, order: int) -> Optional[cst.BaseStatement]:
         """The first statement of the main guard when the code at ``order`` runs in it and

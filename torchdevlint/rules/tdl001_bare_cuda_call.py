@@ -62,7 +62,9 @@ class BareCudaCall(Rule):
         unpacked from it; not where it moves that very input (`obs = obs.cuda()`,
         which `.to(obs.device)` would leave where it is). When nothing names a device, it
         defines one where the script's own execution starts (after the imports of a
-        script: one with a main guard, or whose module level does work; at the start of
+        script: one with a main guard that does more than run the tests (a test module's
+        `unittest.main()` makes no script: pytest imports it), or whose module level
+        does work; at the start of
         the main guard when every use runs in it, so that importing the module asks
         nothing). `fix` defines
         `device = torch.device("cuda")` (**safe**: the very device `.cuda()` uses, resolved
@@ -116,6 +118,15 @@ class BareCudaCall(Rule):
         "    return torch.zeros(1).cuda()\n",
     )
     INVALID = (
+        # a test module (its main guard only runs the tests; pytest imports it): the test
+        # asks for the device when it runs, not the module at import
+        Example("import unittest\nimport torch\n\n\nclass T(unittest.TestCase):\n    def test_gpu(self):\n"
+                "        x = torch.zeros(2).cuda()\n        self.assertEqual(x.sum().item(), 0)\n\n\n"
+                "if __name__ == '__main__':\n    unittest.main()\n",
+                "import unittest\nimport torch\n\n\nclass T(unittest.TestCase):\n    def test_gpu(self):\n"
+                '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "        x = torch.zeros(2).to(device)\n        self.assertEqual(x.sum().item(), 0)\n\n\n"
+                "if __name__ == '__main__':\n    unittest.main()\n"),
         # a default-device context is no device block: `.cuda()` still takes the current device
         Example("import torch\nfrom contextlib import contextmanager\n@contextmanager\ndef default_device(d):\n"
                 "    with torch.device(d):\n        yield\ndef run():\n    with default_device(\"cuda:1\"):\n"

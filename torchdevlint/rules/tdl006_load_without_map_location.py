@@ -50,8 +50,9 @@ class LoadWithoutMapLocation(Rule):
         tensors, saved from the CPU. Nor a load named as data: a vocabulary or a corpus
         in its path or the name it binds (`vocab = torch.load(opt.data + '.vocab.pt')`,
         `corpus_dict = torch.load(corpus_file)`), a dataset in the name it binds
-        (`dataset = torch.load(shard)`): preprocessing builds those on the CPU. Nor where the same function has just saved what it
-        loads (`torch.save(obj, p)` then `torch.load(p)`, a `BytesIO` deep copy, a
+        (`dataset = torch.load(shard)`): preprocessing builds those on the CPU. Nor
+        where the same function has just saved what it loads (`torch.save(obj, p)`
+        then `torch.load(p)`, a `BytesIO` deep copy, a
         `trainer.save(path=d)` then `torch.load(os.path.join(d, ...))`): the process
         reads its own tensors back onto devices it has. Nor a load-or-build cache (`if
         os.path.exists(p): x = torch.load(p)`, `else: x = build(); torch.save(x, p)`, or
@@ -144,12 +145,14 @@ class LoadWithoutMapLocation(Rule):
         "import torch\ndef neighbours(inputs, cache_file):\n    try:\n        data = torch.load(cache_file)\n"
         "    except IOError:\n        data = {'idx_i': compute(inputs)}\n        torch.save(data, cache_file)\n"
         "    inputs.update(data)\n    return inputs\n",
-        "import os\nimport torch\nclass Vectors:\n    def cache(self, path_pt):\n        if not os.path.isfile(path_pt):\n"
+        "import os\nimport torch\nclass Vectors:\n    def cache(self, path_pt):\n"
+        "        if not os.path.isfile(path_pt):\n"
         "            self.itos, self.vectors = build()\n            torch.save((self.itos, self.vectors), path_pt)\n"
         "        else:\n            self.itos, self.vectors = torch.load(path_pt)\n",
         # a load named as data: a vocabulary, a corpus, a dataset's shard (OpenNMT-py 1.x)
         "import torch\ndef build_fields(opt):\n    vocab = torch.load(opt.data + '.vocab.pt')\n    return vocab\n",
-        "import torch\ndef fields_from(opt):\n    existing_fields = torch.load(opt.src_vocab)\n    return existing_fields\n",
+        "import torch\ndef fields_from(opt):\n    existing_fields = torch.load(opt.src_vocab)\n"
+        "    return existing_fields\n",
         "import torch\ndef shards(paths):\n    for path in paths:\n        dataset = torch.load(path)\n"
         "        yield from dataset.examples\n",
     )
@@ -232,21 +235,21 @@ class LoadWithoutMapLocation(Rule):
                 "if args.cuda:\n    model.to(device)\nfor x in data:\n    if args.cuda:\n        x = x.to(device)\n"
                 "    model(x)\nwith open(args.save, 'rb') as f:\n"
                 "    model = torch.load(f, map_location=device if args.cuda else \"cpu\")\n"),
-        # ... but not a flag that is another function's local (a test method's `cuda`; the
-        # load in a model's `__init__`): the device alone
-        Example("import os\nimport unittest\nimport torch\n\n\nclass Reference(torch.nn.Module):\n"
+        # ... but not a flag that is another function's local (the load in a model's
+        # `__init__`, where `cuda` would be a NameError): the device alone
+        Example("import os\nimport torch\n\n\nclass Reference(torch.nn.Module):\n"
                 "    def __init__(self, path):\n        super().__init__()\n        self.net = torch.load(path)\n\n\n"
-                "class T(unittest.TestCase):\n    def test_ref(self):\n        cuda = os.environ.get('CUDA_VISIBLE_DEVICES')\n"
-                "        m = Reference('net.pt')\n        if cuda:\n            m.cuda()\n\n\n"
-                "if __name__ == '__main__':\n    unittest.main()\n",
-                "import os\nimport unittest\nimport torch\n"
+                "def main():\n    cuda = os.environ.get('CUDA_VISIBLE_DEVICES')\n"
+                "    m = Reference('net.pt')\n    if cuda:\n        m.cuda()\n\n\n"
+                "if __name__ == '__main__':\n    main()\n",
+                "import os\nimport torch\n"
                 'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n\n\n'
                 "class Reference(torch.nn.Module):\n"
                 "    def __init__(self, path):\n        super().__init__()\n"
                 "        self.net = torch.load(path, map_location=device)\n\n\n"
-                "class T(unittest.TestCase):\n    def test_ref(self):\n        cuda = os.environ.get('CUDA_VISIBLE_DEVICES')\n"
-                "        m = Reference('net.pt')\n        if cuda:\n            m.to(device)\n\n\n"
-                "if __name__ == '__main__':\n    unittest.main()\n"),
+                "def main():\n    cuda = os.environ.get('CUDA_VISIBLE_DEVICES')\n"
+                "    m = Reference('net.pt')\n    if cuda:\n        m.to(device)\n\n\n"
+                "if __name__ == '__main__':\n    main()\n"),
         # a script that places nothing on a GPU (a checkpoint converter): the CPU
         Example("import torch\ndef main(src, dst):\n    ckpt = torch.load(src)\n    ckpt['meta'] = 1\n"
                 "    torch.save(ckpt, dst)\nif __name__ == '__main__':\n    main('a.pt', 'b.pt')\n",
@@ -326,7 +329,8 @@ class LoadWithoutMapLocation(Rule):
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
         sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])
-                 and not _in_dataset(a, s) and not _loads_data(a, s) and _saved_before(a, s) is None and _cache_built(a, s) is None]
+                 and not _in_dataset(a, s) and not _loads_data(a, s) and _saved_before(a, s) is None
+                 and _cache_built(a, s) is None]
         anchor = min((s.order for s in sites), default=0)
         for site in sites:
             loader = site.qualname.replace("torch.serialization.load", "torch.load")  # type: ignore[union-attr]

@@ -36,8 +36,9 @@ class GlobalSetDevice(Rule):
         Quiet when the same function (or, for a script, the module) initialises a
         process group, directly or through a local helper such as `ddp_setup()`, or calls
         another module's helper named for the distributed setup (`init_distributed_mode`,
-        `init_dist`, `setup_ddp`, `init_ddp_connection`); in a helper of the file that such a function calls, binding its
-        own parameter (open_clip's `set_device(device)`); inside a function started by `mp.spawn`,
+        `init_dist`, `setup_ddp`, `init_ddp_connection`); in a helper of the file that
+        such a function calls, binding its own parameter (open_clip's
+        `set_device(device)`); inside a function started by `mp.spawn`,
         `multiprocessing.Process(target=...)` or a process pool, or a helper it calls; in a
         pool's `initializer` (each worker binds once as it starts, before its tasks);
         when the index derives from `LOCAL_RANK`/`local_rank`/`rank`/`device_id` in a module that

@@ -11,7 +11,7 @@ after NFKC normalisation, as Python does (``ｄevice`` is ``device``).
 from __future__ import annotations
 
 import unicodedata
-from typing import Dict, List, Optional, Set, Tuple, Union
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -22,6 +22,7 @@ from .facts import (  # noqa: F401
     FunctionInfo,
     FunctionNode,
     Scope,
+    dotted_name,
 )
 
 
@@ -522,10 +523,7 @@ def _param_names(params: cst.Parameters) -> List[str]:
     return out
 
 
-def _dotted(node: Union[cst.Attribute, cst.Name]) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    return f"{_dotted(node.value)}.{node.attr.value}"  # type: ignore[arg-type]
+_dotted = dotted_name
 
 
 def _attribute_key(target: cst.Attribute) -> Optional[str]:

@@ -19,11 +19,11 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from .. import names as N
 from ..screen import statement_starts
 from ..source import LineIndex, split_lines
 from .collector import _Collector
 from .treewalk import walk
-from .. import names as N
 from .facts import CallSite, ClassInfo, FunctionInfo, Scope, called_name
 from .concurrency import ConcurrencyMixin
 from .parallel import ParallelMixin

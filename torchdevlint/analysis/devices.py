@@ -28,7 +28,7 @@ from .core import Analysis
 from ..source import Outline
 from .treewalk import walk
 from .facts import (CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, called_name, compared,
-                    definitely_bound, is_bare_cuda)
+                    definitely_bound, dotted_name, is_bare_cuda)
 from .process import _is_main_guard
 
 # Functions handed to these run once per process (see names.LAUNCHERS)
@@ -57,21 +57,11 @@ def _runs_tests_only(guard: cst.If) -> bool:
     for small in smalls:
         call = small.value if isinstance(small, cst.Expr) else None
         if isinstance(call, cst.Call) and isinstance(call.func, (cst.Name, cst.Attribute)) and \
-                _code_of(call.func) in ("sys.exit", "exit") and call.args:
+                dotted_name(call.func) in ("sys.exit", "exit") and call.args:
             call = call.args[0].value  # sys.exit(pytest.main(...))
-        if not (isinstance(call, cst.Call) and _TEST_RUNNERS.match(_code_of(call.func))):
+        if not (isinstance(call, cst.Call) and _TEST_RUNNERS.match(dotted_name(call.func))):
             return False
     return bool(smalls)
-
-
-def _code_of(expr: cst.BaseExpression) -> str:
-    """A dotted name's text (``unittest.main``); "" for anything else."""
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        head = _code_of(expr.value)
-        return f"{head}.{expr.attr.value}" if head else ""
-    return ""
 
 
 def _conjuncts(test: str) -> Optional[List[str]]:
@@ -1074,7 +1064,7 @@ def _moves(site: CallSite, name: str) -> bool:
     while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
         if isinstance(expr, cst.Call):
             if not isinstance(expr.func, cst.Attribute):
-                return False  # a call of its own: `torch.zeros(x.size(0))` is a new tensor
+                return False  # a plain function's result (`zeros(n).cuda()`): a new tensor
             expr = expr.func
         expr = expr.value
     return isinstance(expr, cst.Name) and expr.value == name

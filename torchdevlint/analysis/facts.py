@@ -223,6 +223,17 @@ def _int_list(expr: cst.BaseExpression) -> Optional[List[int]]:
     return out
 
 
+def dotted_name(expr: cst.BaseExpression) -> str:
+    """A dotted name as spelled (``unittest.main``, ``torch.cuda``); "" for anything
+    that is not a chain of attributes on a name."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        head = dotted_name(expr.value)
+        return f"{head}.{expr.attr.value}" if head else ""
+    return ""
+
+
 def called_name(func: cst.BaseExpression) -> Optional[str]:
     """The name a call is made by: ``f`` of ``f(...)``, ``m`` of ``obj.m(...)``."""
     if isinstance(func, cst.Name):

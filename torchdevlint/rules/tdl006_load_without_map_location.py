@@ -679,10 +679,7 @@ def _loads_data(a, site: CallSite) -> bool:
     path = site.positional(0) or site.keyword("f")
     if path is not None and _DATA_WORDS.search(a.code(path.value)):
         return True
-    stmt = site.line.body[0] if site.line is not None and len(site.line.body) == 1 else None
-    targets = ([t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) and stmt.value is site.node
-               else [stmt.target] if isinstance(stmt, cst.AnnAssign) and stmt.value is site.node else [])
-    names = [t.value if isinstance(t, cst.Name) else t.attr.value for t in targets
+    names = [t.value if isinstance(t, cst.Name) else t.attr.value for t in _bound_targets(a, site)
              if isinstance(t, (cst.Name, cst.Attribute))]
     return any(_DATA_WORDS.search(n) or _DATASET_NAME.search(n) for n in names)
 
@@ -718,12 +715,10 @@ def _cache_built(a, site: CallSite) -> Optional[CallSite]:
     ``torch.save((self.itos, self.vectors), p)``). Either way ``x`` holds what this code builds, on the
     devices it builds it on: the load gives back the tensors of the save this same code
     made. Not in code that runs once per rank (rank 0's cache, loaded by every rank)."""
-    line = a.statement_line(site.node)
-    statement = line.body[0] if line is not None else None
-    if not (isinstance(statement, cst.Assign) and statement.value is site.node and len(statement.targets) == 1
-            and _names_only(statement.targets[0].target)):
+    targets = _bound_targets(a, site)
+    if len(targets) != 1 or not _names_only(targets[0]):
         return None
-    target, writes = _path_key(a.code(statement.targets[0].target)), _same_path(a, site)
+    target, writes = _path_key(a.code(targets[0])), _same_path(a, site)
     if writes is None:
         return None
     fn = a.enclosing_function(site.scope)
@@ -736,6 +731,18 @@ def _cache_built(a, site: CallSite) -> Optional[CallSite]:
                 and _other_arm(a, fn, site.cond, save.cond):
             return save if a.devices.per_rank(site) is None else None  # (asked last: it reads the module)
     return None
+
+
+def _bound_targets(a, site: CallSite) -> List[cst.BaseExpression]:
+    """What the load's statement binds its result to (``x = torch.load(p)``, ``x: T =
+    torch.load(p)``, ``a = b = ...``); [] where the result goes anywhere else."""
+    line = a.statement_line(site.node)
+    for stmt in line.body if line is not None else ():
+        if isinstance(stmt, cst.Assign) and stmt.value is site.node:
+            return [t.target for t in stmt.targets]
+        if isinstance(stmt, cst.AnnAssign) and stmt.value is site.node:
+            return [stmt.target]
+    return []
 
 
 def _names_only(target: cst.BaseExpression) -> bool:

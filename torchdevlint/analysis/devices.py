@@ -481,6 +481,9 @@ class DeviceFacts:
 
     def _self_device(self, klass, name: str, site: CallSite) -> Optional[DeviceChoice]:
         a = self.a
+        owner, _ = a.lookup("self", site.scope)
+        if owner is None or not any(b.kind == "param" for b in owner.bindings.get("self", ())):
+            return None  # no `self` here: a staticmethod (torchattacks' `Attack.load`), a classmethod
         sets = klass.self_attr_sets[name]
 
         def scope_of(method: str) -> Scope:

@@ -183,6 +183,16 @@ class LoadWithoutMapLocation(Rule):
             "import io\nimport torch\n\n\ndef remote_eval(x):\n    buf = io.BytesIO()\n    torch.save(x, buf)\n"
             "    buf = io.BytesIO(run_elsewhere(buf.getvalue()))\n    return torch.load(buf, " + FALLBACK + ")\n",
         ),
+        # a class's chosen device, in its methods; not in a staticmethod, which has no `self`
+        # (torchattacks' `Attack.load`)
+        Example("import torch\n\n\nclass Attack:\n    def __init__(self, model):\n"
+                "        self.device = next(model.parameters()).device\n\n    @staticmethod\n"
+                "    def load(path):\n        return torch.load(path)['adv_inputs']\n\n"
+                "    def restore(self, path):\n        return torch.load(path)\n",
+                "import torch\n\n\nclass Attack:\n    def __init__(self, model):\n"
+                "        self.device = next(model.parameters()).device\n\n    @staticmethod\n"
+                "    def load(path):\n        return torch.load(path, " + FALLBACK + ")['adv_inputs']\n\n"
+                "    def restore(self, path):\n        return torch.load(path, map_location=self.device)\n"),
         # ... not a cache: the load goes into the model, the other arm saves something else
         Example(
             "import os\nimport torch\ndef cache(path):\n    if os.path.exists(path):\n"

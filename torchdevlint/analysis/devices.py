@@ -667,7 +667,8 @@ class DeviceFacts:
         the body unpacks that input (``loc_data, conf_data = predictions``, SSD's loss: a
         tuple of tensors, which has no device), the first tensor unpacked from it. None
         where the site moves that very input (``obs = obs.cuda()``, tianshou's
-        ``DataParallelNet``: ``obs.to(obs.device)`` would move nothing)."""
+        ``DataParallelNet``: ``obs.to(obs.device)`` would move nothing), or where the body
+        has rebound the input to a collection before it (``inputs = [inputs]``)."""
         a = self.a
         fn = a.enclosing_function(site.scope)
         if not (fn is not None and fn.klass is not None and fn.name == "forward" and a.is_module_class(fn.klass)):
@@ -676,6 +677,8 @@ class DeviceFacts:
         if len(positional) < 2 or positional[0] != "self":
             return None  # no input tensor of its own (`forward(self, **batch)`: a dict)
         first = positional[1]
+        if any(b.order < site.order and isinstance(b.value, _COLLECTIONS) for b in fn.scope.bindings.get(first, ())):
+            return None  # `inputs = [inputs]` (SwAV's multi-crop forward): a list has no device
         line = a.range(site.node).start.line
         for stmt in fn.node.body.body:  # type: ignore[union-attr]
             if a.range(stmt).start.line >= line:
@@ -1058,6 +1061,10 @@ def _dimensions_of(body: str, tensor: str) -> Set[str]:
     for m in re.finditer(rf"(?m)^[ \t]*([\w \t,()]+?)[ \t]*=[ \t]*{re.escape(tensor)}\.(?:shape\b|size\()", body):
         found.update(n for n in re.split(r"[\s,()]+", m.group(1)) if n)
     return found
+
+
+# what a name bound to holds no device of its own
+_COLLECTIONS = (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp)
 
 
 def _moves(site: CallSite, name: str) -> bool:

@@ -60,7 +60,8 @@ class BareCudaCall(Rule):
         (**unsafe**: the input may be elsewhere), or, where the body unpacks that input
         (`loc_data, conf_data = predictions`: a tuple has no device), the first tensor
         unpacked from it; not where it moves that very input (`obs = obs.cuda()`,
-        which `.to(obs.device)` would leave where it is). When nothing names a device, it
+        which `.to(obs.device)` would leave where it is), nor after the body made the
+        input a list (`inputs = [inputs]`). When nothing names a device, it
         defines one where the script's own execution starts (after the imports of a
         script: one with a main guard that does more than run the tests (a test module's
         `unittest.main()` makes no script: pytest imports it), or whose module level
@@ -172,6 +173,17 @@ class BareCudaCall(Rule):
                 "import torch\nclass Engine(torch.nn.Module):\n    def forward(self, **batch):\n"
                 '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "        return torch.zeros(2).to(device) + batch['x']\n"),
+        # ... not where the body made the input a list (SwAV's multi-crop forward): a list
+        # has no device
+        Example("import torch\nclass MultiCrop(torch.nn.Module):\n    def forward(self, inputs):\n"
+                "        if not isinstance(inputs, list):\n            inputs = [inputs]\n"
+                "        out = torch.cat(inputs)\n        if self.use_gpu:\n"
+                "            out = out.cuda(non_blocking=True)\n        return self.backbone(out)\n",
+                "import torch\nclass MultiCrop(torch.nn.Module):\n    def forward(self, inputs):\n"
+                '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "        if not isinstance(inputs, list):\n            inputs = [inputs]\n"
+                "        out = torch.cat(inputs)\n        if self.use_gpu:\n"
+                "            out = out.to(device, non_blocking=True)\n        return self.backbone(out)\n"),
         # ... and so where it moves that very input (tianshou's DataParallelNet): the
         # input's device would move nothing
         Example("import torch\nclass Wrapper(torch.nn.Module):\n    def forward(self, obs):\n"

@@ -325,7 +325,8 @@ class ProcessFlow:
     # ---------------------------------------------------------------- local rank
     def local_rank_expr(self, site: CallSite) -> Optional[str]:
         """An expression for this process's local rank, visible at ``site``: a
-        ``local_rank`` variable bound before it, ``args.local_rank``, the index an
+        ``local_rank`` variable bound before it, ``args.local_rank`` (``args`` a parameter or
+        bound before it), the index an
         ``mp.spawn`` target receives (or the parameter it passes that index to), or
         ``int(os.environ["LOCAL_RANK"])`` where the code reads it from the launcher."""
         a = self.a
@@ -335,8 +336,10 @@ class ProcessFlow:
                 return name
         fn = a.enclosing_function(site.scope)
         if fn is not None:
-            for p in fn.params:  # args.local_rank, opt.local_rank ...
-                if f"{p}.local_rank" in a.code(fn.node):
+            body = a.code(fn.node)
+            for p in fn.scope.bindings:  # args.local_rank, opt.local_rank ...: a parameter, or
+                # bound before the call (`args = get_args()`, retinaface's inference)
+                if f"{p}.local_rank" in body and _bound_before(fn.scope, p, site):
                     return f"{p}.local_rank"
             spawn_index = self._spawn_index_param(fn)
             if spawn_index is not None:

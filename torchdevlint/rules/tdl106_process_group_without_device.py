@@ -98,6 +98,15 @@ class ProcessGroupWithoutDevice(Rule):
         "import torch.distributed as dist\ndef init():\n    dist.init_process_group('nccl', rank=0, world_size=1)\n",
     )
     INVALID = (
+        # the launcher's local rank as parsed into a namespace bound before the call
+        # (retinaface's inference script: `args = get_args()`)
+        Example("import torch\n\n\ndef main():\n    args = get_args()\n"
+                "    torch.distributed.init_process_group(backend='nccl')\n"
+                "    return torch.device('cuda', args.local_rank)\n",
+                "import torch\n\n\ndef main():\n    args = get_args()\n"
+                "    torch.distributed.init_process_group(backend='nccl', "
+                "device_id=torch.device(\"cuda\", args.local_rank))\n"
+                "    return torch.device('cuda', args.local_rank)\n"),
         Example(
             "import os\nimport torch.distributed as dist\n"
             "local_rank = int(os.environ['LOCAL_RANK'])\ndist.init_process_group(backend='nccl')\n",

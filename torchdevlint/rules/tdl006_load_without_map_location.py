@@ -289,6 +289,13 @@ class LoadWithoutMapLocation(Rule):
                 "    model = model_class.from_pretrained(None, config=config, state_dict=weights)\n"
                 "    model.load_state_dict(weights)\n    return model\n"),
         # the filtering of pretrained weights (in a library module too), and a counter
+        # ... through an entry reshaped where it lies (MONAI's SENet weights)
+        Example("import torch\n\n\ndef load_se(model, path):\n    state_dict = torch.load(path)\n"
+                "    for key in list(state_dict.keys()):\n        if key.endswith('fc1.weight'):\n"
+                "            state_dict[key] = state_dict[key].squeeze()\n    model.load_state_dict(state_dict)\n",
+                "import torch\n\n\ndef load_se(model, path):\n    state_dict = torch.load(path, map_location=\"cpu\")\n"
+                "    for key in list(state_dict.keys()):\n        if key.endswith('fc1.weight'):\n"
+                "            state_dict[key] = state_dict[key].squeeze()\n    model.load_state_dict(state_dict)\n"),
         Example("import torch\n\n\ndef load_pretrained(model, path):\n    pretrained = torch.load(path)\n"
                 "    model_dict = model.state_dict()\n"
                 "    pretrained = {k: v for k, v in pretrained.items() if model_dict[k].shape == v.shape}\n"
@@ -477,6 +484,10 @@ _INSPECTIONS = frozenset({"shape", "size", "dtype", "numel", "dim", "ndim", "key
 # what gives more of the checkpoint: ``ckpt.items()``, ``sd.copy()``, a pickled model's
 # ``.module`` and ``.state_dict()``
 _DERIVATIONS = frozenset({"items", "values", "copy", "get", "pop", "state_dict"})
+# ... and what reshapes or retypes an entry where it lies (MONAI's SENet surgery:
+# ``state_dict[key] = state_dict[key].squeeze()``): the same tensor's data, on its device
+_TENSOR_OPS = frozenset({"squeeze", "unsqueeze", "view", "reshape", "t", "transpose", "permute", "flatten",
+                         "contiguous", "clone", "detach", "float", "half", "double", "bfloat16"})
 _COPIES = frozenset({"dict", "OrderedDict"})
 # a checkpoint's own entry by such a key is a counter (a Python int), wherever it goes:
 # ``start_epoch = ckpt["epoch"] + 1``, ``return ckpt["iteration"]``
@@ -496,7 +507,8 @@ def _is_load_state_dict(call: cst.Call) -> bool:
 class _StateDictFlow(cst.CSTVisitor):
     """Follows what one ``torch.load`` call returns through a function body: the names it
     is bound to, entries (``ckpt["state_dict"]``), derivations (``.items()``, ``.copy()``,
-    ``OrderedDict(sd)``, a pickled model's ``.module`` and ``.state_dict()``), the loop
+    ``OrderedDict(sd)``, a pickled model's ``.module`` and ``.state_dict()``, an entry's
+    ``.squeeze()``, ``.t()``, ``.float()``), the loop
     variables and dict comprehensions over its items, the dicts they are stored into
     (``new[k] = v``, ``model_dict.update(pretrained)``): the usual filtering of pretrained
     weights,
@@ -575,7 +587,8 @@ class _StateDictFlow(cst.CSTVisitor):
                     return True
                 if attr == "module":
                     expr, kind, i = parent, "dict", i - 1
-                elif isinstance(call, cst.Call) and call.func is parent and attr in _DERIVATIONS:
+                elif isinstance(call, cst.Call) and call.func is parent and (attr in _DERIVATIONS
+                                                                            or attr in _TENSOR_OPS):
                     expr, kind, i = call, attr, i - 2
                 else:
                     return isinstance(call, cst.Call) and call.func is parent and attr == "update"

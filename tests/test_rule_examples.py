@@ -39,6 +39,8 @@ def test_invalid(code, index, example):
     settings = settings_for_code(code)
     found = [v for v in findings(example.code, settings=settings) if v.code == code]
     assert found, f"{code} should fire on:\n{example.code}"
+    for v in found:  # one line in every front, whatever code the message quotes
+        assert "\n" not in v.message and (v.fix is None or "\n" not in v.fix.message), v
     result = fixed(example.code, settings=settings)
     if example.fixed is None:
         # this rule's finding has no applicable fix: it is still there after fixing

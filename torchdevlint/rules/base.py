@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -23,6 +23,17 @@ from ..model import Applicability, Edit, Fix, Position, Violation
 # why a library module (no script entry point) gets no module-level device definition
 _LIBRARY = ("this looks like a library module (no script entry point): a device defined at import "
             "would query CUDA in every importer; pass a device in")
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: code that a message quotes (``assert (\\n    cond\\n)``) as it
+    would read written on one, every finding one line in every front (flake8's, a
+    terminal's, a JSON consumer's)."""
+    if "\n" not in text:
+        return text
+    text = re.sub(r"([([{])\s*\n\s*", r"\1", text)  # an opened bracket: the content follows it
+    text = re.sub(r",?\s*\n\s*([)\]}])", r"\1", text)  # a closing bracket (and a trailing comma)
+    return re.sub(r"\s*\\?\n\s*", " ", text)  # a continuation: one space
 
 
 class Uninsertable(Exception):
@@ -97,10 +108,12 @@ class Context:
 
     def violation(self, node: cst.CSTNode, message: str, fix: Optional[Fix] = None) -> Violation:
         rng = self.analysis.range(node)
+        if fix is not None and "\n" in fix.message:
+            fix = replace(fix, message=one_line(fix.message))
         return Violation(
             code=self.rule.code,
             name=self.rule.name,
-            message=message,
+            message=one_line(message),
             start=(rng.start.line, rng.start.column),
             end=(rng.end.line, rng.end.column),
             fix=fix,

@@ -617,6 +617,11 @@ class CudaOnlyCall(Rule):
                 "        'Distributed mode requires CUDA.')\n\n\ndef setup(rank):\n"
                 "    assert torch.cuda.is_available()  # GPUs only\n    return rank\n",
                 "import torch\n\n\ndef init_distributed():\n    pass\n\n\ndef setup(rank):\n    return rank\n"),
+        # the test in brackets over three lines (YOLOX's worker): the message quotes it on one
+        Example("import torch\n\n\ndef _distributed_worker(local_rank, main_func):\n    assert (\n"
+                "        torch.cuda.is_available()\n    ), 'cuda is not available. Please check your installation.'\n"
+                "    main_func(local_rank)\n",
+                "import torch\n\n\ndef _distributed_worker(local_rank, main_func):\n    main_func(local_rank)\n"),
         # a script that refuses to start without CUDA: the stop removed
         Example("import sys\n\nimport torch\n\n\ndef main():\n    if not torch.cuda.is_available():\n"
                 "        print('no gpu device available')\n        sys.exit(1)\n    print(torch.ones(2).sum())\n\n\n"

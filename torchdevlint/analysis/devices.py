@@ -708,14 +708,15 @@ class DeviceFacts:
         if _KEEPS_ON_CPU.search(body):  # an offload: the inputs may be on the CPU on purpose
             return None
         asked = [p for p in params
-                 if re.search(rf"\b{re.escape(p)}\.(?:device\b|is_cuda\b|get_device\(|new_(?:zeros|ones|empty|full|tensor)\()", body)]
+                 if re.search(rf"(?<![\w.]){re.escape(p)}\.(?:device\b|is_cuda\b|get_device\(|new_(?:zeros|ones|empty|full|tensor)\()",
+                              body)]  # (the parameter itself: not `self.<p>`, an attribute of that name)
         if not asked:  # the new tensor is made from a tensor input: torch.tensor(y.size(0)).cuda(),
             # or sized by names its shape gives (`dim_k, dim_b = q.shape`, `n = x.size(0)`)
             receiver = a.code(site.node.func.value)  # type: ignore[union-attr]
-            named = set(re.findall(r"\b[A-Za-z_]\w*\b", receiver + " " + self._factory_behind(site, fn)))
+            named = set(re.findall(r"(?<![\w.])[A-Za-z_]\w*\b", receiver + " " + self._factory_behind(site, fn)))
             asked = [p for p in params if (p in named or named & _dimensions_of(body, p)) and (
                 _annotated_tensor(fn, p) or re.search(
-                    rf"\b{re.escape(p)}\.(?:(?:size|dim|numel|detach|type_as|element_size|float|half|contiguous)\(|shape\b)",
+                    rf"(?<![\w.]){re.escape(p)}\.(?:(?:size|dim|numel|detach|type_as|element_size|float|half|contiguous)\(|shape\b)",
                     body))]
         if not asked:
             return None

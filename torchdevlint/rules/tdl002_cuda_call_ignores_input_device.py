@@ -76,6 +76,13 @@ class CudaCallIgnoresInputDevice(Rule):
         "    for i in range(len(feats)):\n        if cpu_cache:\n            prop = prop.cuda()\n"
         "        feats[i] = feats[i] + prop\n        if cpu_cache:\n            feats[i] = feats[i].cpu()\n"
         "    return feats\n",
+        # the numbers a tensor is made of are no tensor: an attribute of the same name is asked
+        # (timm's PrefetchLoader: `mean` a tuple of floats, `self.mean.half()` its tensor's)
+        "import torch\nclass PrefetchLoader:\n    def __init__(self, loader, mean=(0.5, 0.5, 0.5), fp16=False):\n"
+        "        self.mean = torch.tensor([x * 255 for x in mean]).cuda().view(1, 3, 1, 1)\n"
+        "        if fp16:\n            self.mean = self.mean.half()\n",
+        "import torch\nclass Head:\n    def reset(self, x):\n        self.scale = torch.ones(1).cuda()\n"
+        "        return self.x.device\n",
     )
     INVALID = (
         # a name bound to a new tensor sized by the input's shape (Whisper's `dtw_cuda`, as FunASR copies it)

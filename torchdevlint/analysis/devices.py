@@ -72,6 +72,10 @@ def _conjuncts(test: str) -> Optional[List[str]]:
     return [" ".join(part.split()) for part in re.split(r"\band\b", test)]
 _RANK_MARKERS = N.RANK_MARKERS
 _DEVICE_WORDS = ("cuda", "cpu", "mps", "xpu", "npu", "hpu", "meta")
+# every device type torch's device strings may name, backends' own included (a comparison
+# with "mlu" or "ipu" still treats the name as a device: mmcls' wrap_non_distributed_model)
+_DEVICE_TYPES = frozenset(_DEVICE_WORDS + ("ipu", "xla", "mlu", "musa", "hip", "ve", "lazy", "vulkan", "mtia",
+                                           "maia", "fpga", "opengl", "opencl", "ideep", "mkldnn", "privateuseone"))
 _INPUT_DEVICE_ATTRS = ("device", "is_cuda", "get_device")
 
 
@@ -92,6 +96,7 @@ class DeviceFacts:
         # a function handed to a launcher beside the entry it passes it to
         self.handed: Dict[object, object] = {}
         self._config_bases: Dict[object, List[str]] = {}  # function -> args-like names using .device
+        self._words_spelled: Dict[str, bool] = {}  # a chosen device's code -> set to a word, not a device
         self._entries: Dict[int, Optional[str]] = {}
         self._flags: Dict[str, Tuple[str, ...]] = {}  # flag -> the values of its assignments
         self._first_call_into: Dict[Tuple[object, object], Optional[int]] = {}
@@ -416,17 +421,30 @@ class DeviceFacts:
         ``exact`` when it is provably the current device (``torch.device("cuda")``)."""
         a = self.a
         name = a.device_name
+        choice = None
         owner, imported = a.lookup(name, site.scope)
         if owner is not None and imported is None:
             choice = self._named_device(name, owner, site)
-            if choice is not None:
-                return choice
         klass = a.enclosing_class(site.scope)
-        if klass is not None and name in klass.self_attr_sets:
+        if choice is None and klass is not None and name in klass.self_attr_sets:
             choice = self._self_device(klass, name, site)
-            if choice is not None:
-                return choice
-        return self._config_device(site)
+        if choice is None:
+            choice = self._config_device(site)
+        return None if choice is None or self._spelled_as_word(choice.code) else choice
+
+    def _spelled_as_word(self, code: str) -> bool:
+        """Whether the file compares ``code`` with, or sets it to, a string that names no
+        device (YOLOX's demo: ``if args.device == "gpu":``, ``self.device = device`` of a
+        ``device="cpu"`` parameter that the same test reads): a choice between words that
+        ``.to()`` would reject, not a device."""
+        found = self._words_spelled.get(code)
+        if found is None:
+            name = rf"(?<![\w.]){re.escape(code)}"
+            words = re.findall(rf"""{name}\s*(?:==|!=|=(?!=))\s*[rbuf]?['"]([^'"]*)['"]"""
+                               rf"""|['"]([^'"]*)['"]\s*(?:==|!=)\s*{name}\b""", self.a.text)
+            found = self._words_spelled[code] = any(
+                (w or v).split(":")[0] not in _DEVICE_TYPES for w, v in words)
+        return found
 
     def _named_device(self, name: str, owner: Scope, site: CallSite) -> Optional[DeviceChoice]:
         a = self.a

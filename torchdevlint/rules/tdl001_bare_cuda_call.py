@@ -119,6 +119,14 @@ class BareCudaCall(Rule):
         "    return torch.zeros(1).cuda()\n",
     )
     INVALID = (
+        # the device a parameter names, under the test that it is CUDA; another backend's type
+        # beside it ("mlu") does not make it a mere word (mmcls' wrap_non_distributed_model)
+        Example("import torch\n\n\ndef wrap(model, device='cuda'):\n    if device == 'mlu':\n"
+                "        model = model.mlu()\n    elif device == 'cuda':\n        model = model.cuda()\n"
+                "    return model\n",
+                "import torch\n\n\ndef wrap(model, device='cuda'):\n    if device == 'mlu':\n"
+                "        model = model.mlu()\n    elif device == 'cuda':\n        model = model.to(device)\n"
+                "    return model\n"),
         # a test module (its main guard only runs the tests; pytest imports it): the test
         # asks for the device when it runs, not the module at import
         Example("import unittest\nimport torch\n\n\nclass T(unittest.TestCase):\n    def test_gpu(self):\n"

@@ -66,6 +66,12 @@ class CudaCallBypassesDevice(Rule):
         "    if cuda:\n        model.cuda()\n",
         "import torch\ndef fit(gpu):\n    device = torch.device('cuda' if gpu and torch.cuda.is_available() else 'cpu')\n"
         "    if torch.cuda.is_available() and gpu and verbose:\n        model.cuda()\n",
+        # a choice between words, not devices (YOLOX's demo: "cpu" or "gpu", which .to() rejects)
+        "import torch\nclass Predictor:\n    def __init__(self, model, device='cpu'):\n        self.model = model\n"
+        "        self.device = device\n\n    def inference(self, img):\n        if self.device == 'gpu':\n"
+        "            img = img.cuda()\n        return self.model(img)\n",
+        "import torch\ndef main(args, model):\n    if args.trt:\n        args.device = 'gpu'\n"
+        "    if args.device == 'gpu':\n        model.cuda()\n",
     )
     INVALID = (
         Example(

@@ -338,9 +338,16 @@ class ProcessFlow:
         if fn is not None:
             body = a.code(fn.node)
             for p in fn.scope.bindings:  # args.local_rank, opt.local_rank ...: a parameter, or
-                # bound before the call (`args = get_args()`, retinaface's inference)
-                if f"{p}.local_rank" in body and _bound_before(fn.scope, p, site):
-                    return f"{p}.local_rank"
+                # bound before the call (`args = get_args()`, retinaface's inference); through
+                # `self`, as the function read it before the call (simpletransformers: `if
+                # self.args.local_rank != -1:`, where `args` is a parameter that may be None)
+                if p == "self":
+                    read = "".join(a.lines[a.first_line(fn.node) - 1:a.range(site.node).start.line])
+                    m = re.search(r"(?<![\w.])self(?:\.\w+)?\.local_rank\b", read)
+                else:
+                    m = re.search(rf"(?<![\w.]){re.escape(p)}\.local_rank\b", body)
+                if m and _bound_before(fn.scope, p, site):
+                    return m.group(0)
             spawn_index = self._spawn_index_param(fn)
             if spawn_index is not None:
                 return spawn_index

@@ -98,6 +98,15 @@ class ProcessGroupWithoutDevice(Rule):
         "import torch.distributed as dist\ndef init():\n    dist.init_process_group('nccl', rank=0, world_size=1)\n",
     )
     INVALID = (
+        # the local rank as the method read it, through `self` (simpletransformers' models:
+        # `args` is the parameter, which may be None; `self.args` the options built from it)
+        Example("import torch\n\n\nclass Model:\n    def __init__(self, args=None):\n"
+                "        self.args = self._load(args)\n        if self.args.local_rank != -1:\n"
+                "            torch.distributed.init_process_group(backend='nccl')\n",
+                "import torch\n\n\nclass Model:\n    def __init__(self, args=None):\n"
+                "        self.args = self._load(args)\n        if self.args.local_rank != -1:\n"
+                "            torch.distributed.init_process_group(backend='nccl', "
+                "device_id=torch.device(\"cuda\", self.args.local_rank))\n"),
         # the launcher's local rank as parsed into a namespace bound before the call
         # (retinaface's inference script: `args = get_args()`)
         Example("import torch\n\n\ndef main():\n    args = get_args()\n"

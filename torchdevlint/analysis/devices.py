@@ -45,11 +45,15 @@ _CONFIG_NAMES = N.CONFIG_NAMES
 
 # a main guard's test runner: ``unittest.main()``, ``pytest.main([__file__])``,
 # ``absltest.main()``, torch's ``run_tests()`` (also as ``sys.exit(...)``)
-_TEST_RUNNERS = re.compile(r"(?:(?:unittest|pytest|absltest|googletest)\.main|(?:\w+\.)*run_tests)$")
+# a test runner, or the module's own self-test (pytorchcv's ~400 model files end in
+# `if __name__ == "__main__": _test()`: modules that the package imports, not scripts)
+_TEST_RUNNERS = re.compile(r"(?:(?:unittest|pytest|absltest|googletest)\.main|(?:\w+\.)*run_tests"
+                           r"|_tests?|_?self_?tests?)$")
 
 
 def _runs_tests_only(guard: cst.If) -> bool:
-    """Whether a main guard's body only runs a test runner (a test module's)."""
+    """Whether a main guard's body only runs a test runner (a test module's) or the
+    module's own self-test."""
     body = guard.body.body if isinstance(guard.body, cst.IndentedBlock) else [guard.body]
     smalls = [small for stmt in body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body]
     if len(smalls) != sum(len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1 for stmt in body):
@@ -543,10 +547,12 @@ class DeviceFacts:
 
     @cached_property
     def _guard_span(self) -> Tuple[int, int]:
-        guard = self.main_guard
-        if guard is None:
+        """Where the module's (last) main guard runs, in execution order; one that only
+        runs the tests or a self-test included (what it calls is no script's work)."""
+        guards = [s for s in self.a.module.body if isinstance(s, cst.If) and _is_main_guard(s.test)]
+        if not guards:
             return (1 << 60, 1 << 60)
-        return self.a.order.get(guard, 1 << 60), _next_order(self.a, guard)
+        return self.a.order.get(guards[-1], 1 << 60), _next_order(self.a, guards[-1])
 
     # ------------------------------------------------------------ entry points
     @cached_property
@@ -741,7 +747,7 @@ class DeviceFacts:
         tests = [a.code(site.line) if site.line is not None else ""] + self.guard_tests(site)
         for test in tests:  # `x.cuda() if p.is_cuda else x`, `if p.is_cuda:`: the tested input
             for p in asked:
-                if re.search(rf"\b{re.escape(p)}\.is_cuda\b", test):
+                if re.search(rf"(?<![\w.]){re.escape(p)}\.is_cuda\b", test):
                     return p
         return asked[0]
 

@@ -64,7 +64,8 @@ class BareCudaCall(Rule):
         input a list (`inputs = [inputs]`). When nothing names a device, it
         defines one where the script's own execution starts (after the imports of a
         script: one with a main guard that does more than run the tests (a test module's
-        `unittest.main()` makes no script: pytest imports it), or whose module level
+        `unittest.main()` makes no script: pytest imports it; nor does a module's own
+        self-test, `_test()`, as pytorchcv's model files end), or whose module level
         does work; at the start of
         the main guard when every use runs in it, so that importing the module asks
         nothing). `fix` defines
@@ -136,6 +137,16 @@ class BareCudaCall(Rule):
                 '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "        x = torch.zeros(2).to(device)\n        self.assertEqual(x.sum().item(), 0)\n\n\n"
                 "if __name__ == '__main__':\n    unittest.main()\n"),
+        # a module's own self-test in its main guard (pytorchcv's model files, which the
+        # package imports): the device is defined in the test, not at import
+        Example("import torch\nimport torch.nn as nn\n\n\ndef net():\n    return nn.Linear(2, 2)\n\n\n"
+                "def _test():\n    model = net().cuda()\n    print(model(torch.zeros(1, 2).cuda()))\n\n\n"
+                "if __name__ == '__main__':\n    _test()\n",
+                "import torch\nimport torch.nn as nn\n\n\ndef net():\n    return nn.Linear(2, 2)\n\n\n"
+                "def _test():\n"
+                '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "    model = net().to(device)\n    print(model(torch.zeros(1, 2).to(device)))\n\n\n"
+                "if __name__ == '__main__':\n    _test()\n"),
         # a default-device context is no device block: `.cuda()` still takes the current device
         Example("import torch\nfrom contextlib import contextmanager\n@contextmanager\ndef default_device(d):\n"
                 "    with torch.device(d):\n        yield\ndef run():\n    with default_device(\"cuda:1\"):\n"

@@ -1153,7 +1153,7 @@ def _tested_for_none(a, site: CallSite, value: cst.BaseExpression) -> bool:
     fn = a.enclosing_function(site.scope)
     body = a.code(fn.node) if fn is not None else a.text
     name = re.escape(value.value)
-    return re.search(rf"\b{name}\s+is\s+(?:not\s+)?None\b|^\s*{name}\s*=\s*(?:None\s+if\b|.*\belse\s+None\s*$)",
+    return re.search(rf"(?<![\w.]){name}\s+is\s+(?:not\s+)?None\b|^\s*{name}\s*=\s*(?:None\s+if\b|.*\belse\s+None\s*$)",
                      body, re.M) is not None
 
 

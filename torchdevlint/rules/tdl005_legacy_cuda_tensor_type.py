@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Optional, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
@@ -77,8 +77,12 @@ class LegacyCudaTensorType(Rule):
         what makes a legacy script run without CUDA). A call whose one argument may be
         a size or data (a parameter, a name bound by a loop or an unpacking) becomes the
         CPU type's constructor moved to the device, `torch.FloatTensor(rewards).to(device)`:
-        it takes either, with the meaning the CUDA type gave it. Unpacked or named
-        arguments are display-only.
+        it takes either, with the meaning the CUDA type gave it (a parameter annotated
+        `int` is a size). A call that names its device (`torch.cuda.LongTensor(size,
+        device=d)`, allennlp's range vector) keeps that device: `torch.empty(size,
+        dtype=torch.int64, device=d)` (**unsafe**: where `d` names the CPU the legacy type
+        raised, and the factory allocates there). Other unpacked or named arguments are
+        display-only.
 
         A CUDA default tensor type becomes `torch.set_default_dtype(torch.float32)` and
         `torch.set_default_device(device)` (the device as above; a script's with the CPU
@@ -125,6 +129,19 @@ class LegacyCudaTensorType(Rule):
         "import torch\nx = torch.empty(3, device='cuda')\n",
     )
     INVALID = (
+        # the device the call names (allennlp's get_range_vector), a size by its annotation
+        Example("import torch\n\n\ndef get_range_vector(size: int, device: int) -> torch.Tensor:\n"
+                "    if device > -1:\n        return torch.cuda.LongTensor(size, device=device).fill_(1).cumsum(0) - 1\n"
+                "    return torch.arange(0, size, dtype=torch.long)\n",
+                "import torch\n\n\ndef get_range_vector(size: int, device: int) -> torch.Tensor:\n"
+                "    if device > -1:\n"
+                "        return torch.empty(size, dtype=torch.int64, device=device).fill_(1).cumsum(0) - 1\n"
+                "    return torch.arange(0, size, dtype=torch.long)\n"),
+        # ... an argument that may be a size or data (no annotation): the CPU type, moved there
+        Example("import torch\ndef rng(size, device):\n    if device > -1:\n"
+                "        return torch.cuda.LongTensor(size, device=device).fill_(1)\n",
+                "import torch\ndef rng(size, device):\n    if device > -1:\n"
+                "        return torch.LongTensor(size).to(device).fill_(1)\n"),
         # a script: the device is defined where it starts (CPU fallback: unsafe)
         Example("import torch\nx = torch.cuda.FloatTensor(2, 3)\n",
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
@@ -306,9 +323,6 @@ class LegacyCudaTensorType(Rule):
                 'torch.cuda.is_available() else "cpu")\n\n\ndef sample(n):\n'
                 "    return torch.empty(n, 100, dtype=torch.float32, device=device).normal_(0, 1)\n\n\n"
                 "if __name__ == '__main__':\n    print(sample(4).shape)\n"),
-        # its own device (allennlp's get_range_vector): said so, not the current device
-        Example("import torch\ndef rng(size, device):\n    if device > -1:\n"
-                "        return torch.cuda.LongTensor(size, device=device).fill_(1)\n"),
         # used otherwise, or with unpacked arguments: display
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nmake(T)\n"),
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor s in shapes:\n"
@@ -497,6 +511,9 @@ class LegacyCudaTensorType(Rule):
         torch = a.torch_name_at(site.scope, site.order)
         if torch is None:
             return Fix(Applicability.DISPLAY, f"Use `dtype=torch.{dtype}` and an explicit `device=`")
+        named = _named_device(site) if kind == "call" else None
+        if named is not None:  # torch.cuda.LongTensor(size, device=d): d's device, as named
+            return self._on_named_device(ctx, site, dtype, torch, named)
         args = _constructor(a, site) if kind != "type" else ("", "")
         either = _either(a, site) if args is None else None
         if args is None and either is None:
@@ -541,6 +558,29 @@ class LegacyCudaTensorType(Rule):
                 applicability, message, f'Use {what} (`{device} = torch.device("cuda")` defined where the script '
                 "starts: the current device, as the CUDA type used)", edits, anchor, (edit,), device))
         return ctx.guarded(Fix(applicability, message, tuple(edits) + (edit,)))
+
+    def _on_named_device(self, ctx: Context, site: CallSite, dtype: str, torch: str, device: cst.Arg) -> Fix:
+        """``torch.cuda.LongTensor(size, device=d)`` -> ``torch.empty(size, dtype=torch.int64,
+        device=d)`` (allennlp's ``get_range_vector``): the device the call names, the
+        factory its other arguments call for. Unsafe: where ``d`` names the CPU the legacy
+        type raised, and the factory allocates there."""
+        a = ctx.analysis
+        hint = f"Use `torch.empty`/`torch.tensor` with `dtype=torch.{dtype}` and the `device=` it names"
+        positional = [arg for arg in site.node.args if arg is not device]
+        args = _constructor(a, site, positional)
+        if args is None:
+            either = _either(a, site, positional)
+            if either is None:
+                return Fix(Applicability.DISPLAY, f"{hint} (its arguments are unpacked or named)")
+            twin = f"{torch}.{_TWINS[dtype]}"  # a size or data: the CPU twin takes either, as the CUDA type did
+            return ctx.guarded(Fix(Applicability.UNSAFE, f"Use `{twin}(...).to(...)` with the device it names (the "
+                                   "argument may be a size or data: the CPU type takes either)",
+                                   (ctx.replace(site.node, f"{twin}({either}).to({a.code(device.value)})"),)))
+        factory, head = args
+        text = f"{torch}.{factory}({head}{', ' if head else ''}dtype={torch}.{dtype}, device={a.code(device.value)})"
+        return ctx.guarded(Fix(Applicability.UNSAFE, f"Use `{torch}.{factory}(..., dtype={torch}.{dtype}, device="
+                               f"{a.code(device.value)})` (where it names the CPU, the legacy type raised)",
+                               (ctx.replace(site.node, text),)))
 
     def _default_fix(self, ctx: Context, site: CallSite, dtype: str, anchor: int) -> Fix:
         """``set_default_tensor_type(torch.cuda.FloatTensor)`` -> ``set_default_dtype(torch.float32)``
@@ -819,20 +859,30 @@ def _squash(code: str) -> str:
 _TWINS = {dtype: name for name, dtype in DTYPES.items()}
 
 
-def _either(a, site: CallSite) -> Optional[str]:
+def _named_device(site: CallSite) -> Optional[cst.Arg]:
+    """The ``device=`` argument a legacy constructor names (not ``None``), when every other
+    argument is positional and none is unpacked."""
+    device = site.keyword("device")
+    if device is None or (isinstance(device.value, cst.Name) and device.value.value == "None"):
+        return None
+    others = [arg for arg in site.node.args if arg is not device]
+    return device if all(arg.keyword is None and not arg.star for arg in others) else None
+
+
+def _either(a, site: CallSite, args: Optional[Sequence[cst.Arg]] = None) -> Optional[str]:
     """The one argument of a legacy constructor that may be a size or data (a loop's
     variable, a parameter: ``torch.cuda.FloatTensor(rewards)``), as code; None when there
     are more or keywords. Its CPU twin takes it either way, with the same meaning."""
-    args = list(site.node.args)
+    args = list(site.node.args if args is None else args)
     if len(args) != 1 or args[0].keyword is not None or args[0].star:
         return None
     return a.code(args[0].value)
 
 
-def _constructor(a, site: CallSite) -> Optional[Tuple[str, str]]:
-    """(factory, leading arguments) for a legacy constructor call, or None when its
-    arguments could be either sizes or data."""
-    args = list(site.node.args)
+def _constructor(a, site: CallSite, args: Optional[Sequence[cst.Arg]] = None) -> Optional[Tuple[str, str]]:
+    """(factory, leading arguments) for a legacy constructor call (or those of its
+    ``args``), or None when they could be either sizes or data."""
+    args = list(site.node.args if args is None else args)
     if any(arg.keyword is not None or arg.star for arg in args):
         return None
     if not args:
@@ -886,6 +936,19 @@ def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0,
             bindings = _in_force(bindings, site)
         if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
             return _size_or_data(a, bindings[0].value, owner, depth + 1)
+        if len(bindings) == 1 and bindings[0].kind == "param" and owner.function is not None:
+            return "size" if _annotation(owner.function.node, value.value) == "int" else None  # `size: int`
+    return None
+
+
+def _annotation(fn: cst.CSTNode, name: str) -> Optional[str]:
+    """The annotation of the parameter ``name`` of the function ``fn``, as written."""
+    if not isinstance(fn, cst.FunctionDef):
+        return None
+    params = fn.params
+    for p in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if p.name.value == name and p.annotation is not None:
+            return cst.Module([]).code_for_node(p.annotation.annotation)
     return None
 
 

@@ -869,6 +869,9 @@ class DeviceFacts:
         receiver = site.node.func.value  # type: ignore[union-attr]
         root = receiver
         while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
+            if isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute) and \
+                    isinstance(root.func.value, cst.Name) and root.func.value.value in ("self", "cls"):
+                return False  # what a method of the object makes (`self.gaussian_blur(mask)`): a new tensor
             root = root.value if not isinstance(root, cst.Call) else root.func
         fn = a.enclosing_function(site.scope)
         if isinstance(root, cst.Name) and (root.value in ("self", "cls") or (fn and root.value in fn.params)):

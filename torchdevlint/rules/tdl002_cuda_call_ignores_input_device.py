@@ -19,7 +19,8 @@ class CudaCallIgnoresInputDevice(Rule):
     fix_summary = '`.to(<input>.device)` (unsafe)'
     what = """
         A bare `.cuda()` on a tensor the function made itself (not a parameter, not
-        `self.x`, not a module), in a function that asks one of its inputs for its device
+        `self.x`, not a module; what a method of the object returns, `self.blur(mask)`,
+        is made), in a function that asks one of its inputs for its device
         (`p.device`, `p.is_cuda`, `p.get_device()`, `p.new_zeros(...)`), or that makes the
         new tensor from a tensor input, its size or the names its shape gives
         (`torch.tensor(y.size(0)).cuda()`, `dim_k, dim_b = q.shape` then
@@ -129,6 +130,16 @@ class CudaCallIgnoresInputDevice(Rule):
             "    r = torch.ones(dim_k).cuda() / dim_k\n    return q * r.unsqueeze(1)\n",
             "import torch\ndef sinkhorn(q: torch.Tensor, iters):\n    dim_k, dim_b = q.shape\n"
             "    r = torch.ones(dim_k).to(q.device) / dim_k\n    return q * r.unsqueeze(1)\n",
+        ),
+        # what a method of the object makes from an input (MMEditing's GAN loss: a blurred mask)
+        Example(
+            "import torch\nclass GANLoss(torch.nn.Module):\n    def forward(self, input, mask):\n"
+            "        label = self.blur(mask).detach().cuda() if mask.is_cuda else self.blur(mask).detach().cpu()\n"
+            "        return (input - label).abs().mean()\n",
+            "import torch\nclass GANLoss(torch.nn.Module):\n    def forward(self, input, mask):\n"
+            "        label = self.blur(mask).detach().to(mask.device) if mask.is_cuda else "
+            "self.blur(mask).detach().cpu()\n"
+            "        return (input - label).abs().mean()\n",
         ),
         # the tensor an `if` tests: the module's parameters (torchreid's FLOP counter)
         Example(

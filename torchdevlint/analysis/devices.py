@@ -732,7 +732,8 @@ class DeviceFacts:
         if _KEEPS_ON_CPU.search(body):  # an offload: the inputs may be on the CPU on purpose
             return None
         asked = [p for p in params
-                 if re.search(rf"(?<![\w.]){re.escape(p)}\.(?:device\b|is_cuda\b|get_device\(|new_(?:zeros|ones|empty|full|tensor)\()",
+                 if re.search(rf"(?<![\w.]){re.escape(p)}\.(?:device\b|is_cuda\b|get_device\("
+                              r"|new_(?:zeros|ones|empty|full|tensor)\()",
                               body)]  # (the parameter itself: not `self.<p>`, an attribute of that name)
         if not asked:  # the new tensor is made from a tensor input: torch.tensor(y.size(0)).cuda(),
             # or sized by names its shape gives (`dim_k, dim_b = q.shape`, `n = x.size(0)`)

@@ -131,7 +131,8 @@ class LegacyCudaTensorType(Rule):
     INVALID = (
         # the device the call names (allennlp's get_range_vector), a size by its annotation
         Example("import torch\n\n\ndef get_range_vector(size: int, device: int) -> torch.Tensor:\n"
-                "    if device > -1:\n        return torch.cuda.LongTensor(size, device=device).fill_(1).cumsum(0) - 1\n"
+                "    if device > -1:\n"
+                "        return torch.cuda.LongTensor(size, device=device).fill_(1).cumsum(0) - 1\n"
                 "    return torch.arange(0, size, dtype=torch.long)\n",
                 "import torch\n\n\ndef get_range_vector(size: int, device: int) -> torch.Tensor:\n"
                 "    if device > -1:\n"

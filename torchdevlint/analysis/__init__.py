@@ -33,6 +33,7 @@ from .facts import (  # noqa: F401
     compared,
     is_bare_cuda,
     names_in,
+    param_annotation,
 )
 from .devices import takes_gpu_ordinal  # noqa: F401
 from .treewalk import walk  # noqa: F401

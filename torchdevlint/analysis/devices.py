@@ -28,7 +28,7 @@ from .core import Analysis
 from ..source import Outline
 from .treewalk import walk
 from .facts import (CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, called_name, compared,
-                    definitely_bound, dotted_name, is_bare_cuda)
+                    definitely_bound, dotted_name, is_bare_cuda, param_annotation)
 from .process import _is_main_guard
 
 # Functions handed to these run once per process (see names.LAUNCHERS)
@@ -546,21 +546,27 @@ class DeviceFacts:
         return None
 
     @cached_property
+    def _last_guard(self) -> Optional[cst.If]:
+        """The module's last ``if __name__ == "__main__":``, whatever it runs."""
+        guards = [s for s in self.a.module.body if isinstance(s, cst.If) and _is_main_guard(s.test)]
+        return guards[-1] if guards else None
+
+    @cached_property
     def _guard_span(self) -> Tuple[int, int]:
         """Where the module's (last) main guard runs, in execution order; one that only
         runs the tests or a self-test included (what it calls is no script's work)."""
-        guards = [s for s in self.a.module.body if isinstance(s, cst.If) and _is_main_guard(s.test)]
-        if not guards:
+        guard = self._last_guard
+        if guard is None:
             return (1 << 60, 1 << 60)
-        return self.a.order.get(guards[-1], 1 << 60), _next_order(self.a, guards[-1])
+        return self.a.order.get(guard, 1 << 60), _next_order(self.a, guard)
 
     # ------------------------------------------------------------ entry points
     @cached_property
     def main_guard(self) -> Optional[cst.If]:
         """The module's (last) ``if __name__ == "__main__":``; None where it only runs the
         tests (``unittest.main()``): a test module, which pytest imports, is no script."""
-        guards = [s for s in self.a.module.body if isinstance(s, cst.If) and _is_main_guard(s.test)]
-        return guards[-1] if guards and not _runs_tests_only(guards[-1]) else None
+        guard = self._last_guard
+        return guard if guard is not None and not _runs_tests_only(guard) else None
 
     def starts_in_main_guard(self, order: int) -> Optional[cst.BaseStatement]:
         """The first statement of the main guard when the code at ``order`` runs in it and
@@ -1110,16 +1116,8 @@ def _moves(site: CallSite, name: str) -> bool:
 
 
 def _annotated_tensor(fn: FunctionInfo, name: str) -> bool:
-    node = fn.node
-    if not isinstance(node, cst.FunctionDef):
-        return False
-    params = node.params
-    for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
-        if p.name.value == name and p.annotation is not None:
-            ann = p.annotation.annotation
-            text = ann.attr.value if isinstance(ann, cst.Attribute) else getattr(ann, "value", "")
-            return text == "Tensor"
-    return False
+    ann = param_annotation(fn.node, name)
+    return (ann.attr.value if isinstance(ann, cst.Attribute) else getattr(ann, "value", "")) == "Tensor"
 
 
 def _world_of_one(site: CallSite) -> bool:

@@ -234,6 +234,18 @@ def dotted_name(expr: cst.BaseExpression) -> str:
     return ""
 
 
+def param_annotation(fn: cst.CSTNode, name: str) -> Optional[cst.BaseExpression]:
+    """The annotation of the parameter ``name`` of the function ``fn`` (None for a
+    lambda, an unannotated parameter or none of that name)."""
+    if not isinstance(fn, cst.FunctionDef):
+        return None
+    params = fn.params
+    for p in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if p.name.value == name:
+            return p.annotation.annotation if p.annotation is not None else None
+    return None
+
+
 def called_name(func: cst.BaseExpression) -> Optional[str]:
     """The name a call is made by: ``f`` of ``f(...)``, ``m`` of ``obj.m(...)``."""
     if isinstance(func, cst.Name):

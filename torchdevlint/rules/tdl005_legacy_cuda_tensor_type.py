@@ -7,7 +7,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
-from ..analysis import CallSite, walk
+from ..analysis import CallSite, param_annotation, walk
 from ..names import DTYPES, LEGACY_CUDA_TYPES as LEGACY
 from ..model import Applicability, Edit, Fix, Violation
 from ..project import outside_program
@@ -938,18 +938,8 @@ def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0,
         if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
             return _size_or_data(a, bindings[0].value, owner, depth + 1)
         if len(bindings) == 1 and bindings[0].kind == "param" and owner.function is not None:
-            return "size" if _annotation(owner.function.node, value.value) == "int" else None  # `size: int`
-    return None
-
-
-def _annotation(fn: cst.CSTNode, name: str) -> Optional[str]:
-    """The annotation of the parameter ``name`` of the function ``fn``, as written."""
-    if not isinstance(fn, cst.FunctionDef):
-        return None
-    params = fn.params
-    for p in (*params.posonly_params, *params.params, *params.kwonly_params):
-        if p.name.value == name and p.annotation is not None:
-            return cst.Module([]).code_for_node(p.annotation.annotation)
+            annotation = param_annotation(owner.function.node, value.value)  # `size: int`
+            return "size" if isinstance(annotation, cst.Name) and annotation.value == "int" else None
     return None
 
 

@@ -36,6 +36,11 @@ def one_line(text: str) -> str:
     return re.sub(r"\s*\\?\n\s*", " ", text)  # a continuation: one space
 
 
+# the comment `fix` writes above the device it defines, `torch.device("cuda")`: the rewrite
+# that gives that line its CPU fallback (TDL007's, in a later `--unsafe-fixes` pass) drops it
+FALLBACK_COMMENT = "# the device of `.cuda()`; for a CPU fallback: "
+
+
 class Uninsertable(Exception):
     """No place in the module where inserted lines would run as the fix needs (the
     reason is the message): the fix becomes display-only."""
@@ -234,7 +239,7 @@ class Context:
         torch = in_guard[0] if in_guard is not None else (a.torch_alias or "torch")
         fallback = f'{torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
         if exact:
-            lines = [f"# the device of `.cuda()`; for a CPU fallback: {fallback}", f'{name} = {torch}.device("cuda")']
+            lines = [f"{FALLBACK_COMMENT}{fallback}", f'{name} = {torch}.device("cuda")']
         else:
             lines = [f"{name} = {fallback}"]
         after, hazard = self.module_query_place(anchor)

@@ -73,8 +73,9 @@ class BareCudaCall(Rule):
         at each use, and no CUDA query), with a comment that shows the CPU fallback;
         `fix --unsafe-fixes` defines `torch.device("cuda" if torch.cuda.is_available()
         else "cpu")` instead (**unsafe**: the fallback changes behaviour on machines
-        without CUDA, and is what makes a legacy script run there). Run `--unsafe-fixes`
-        first when that is the aim: after a plain `fix` nothing is left for it to do.
+        without CUDA, and is what makes a legacy script run there). After a plain `fix`,
+        `fix --unsafe-fixes` gives the device it defined that fallback (TDL007, which a
+        migration selects) and drops the comment that offered it.
         Where every placement of the script sits under a guard that makes CUDA certain
         (`if torch.cuda.is_available():`, or a flag every assignment of which has
         `torch.cuda.is_available()` as a conjunct, such as `args.cuda = not args.no_cuda

@@ -11,8 +11,8 @@ import libcst as cst
 
 from .. import names as N
 from ..analysis import Binding, CallSite, compared, takes_gpu_ordinal
-from ..model import Applicability, Fix, Violation
-from .base import Context, Example, Rule, Uninsertable
+from ..model import Applicability, Edit, Fix, Violation
+from .base import FALLBACK_COMMENT, Context, Example, Rule, Uninsertable
 from .portability import (Held, LibraryLevel, asks_for_cuda, beside_unconditional, evaluated, guard_statement,
                           held_device, meant_for_gpus, option_site, option_strings, stands_alone, string_quote,
                           string_quote_of, torch_for_test, unconditional)
@@ -300,6 +300,12 @@ class HardcodedGpuDevice(Rule):
         "sort_by = 'cuda_time_total' if args.profile_sort == 'cuda' else 'self_cpu_time_total'\n",
     )
     INVALID = (
+        # the device a plain `fix` defined: its comment, which offers the fallback, goes with it
+        Example('import torch\n# the device of `.cuda()`; for a CPU fallback: torch.device("cuda" if '
+                'torch.cuda.is_available() else "cpu")\ndevice = torch.device("cuda")\n\n\ndef main():\n'
+                '    print(torch.zeros(2).to(device))\n\n\nif __name__ == "__main__":\n    main()\n',
+                'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n\n\n'
+                'def main():\n    print(torch.zeros(2).to(device))\n\n\nif __name__ == "__main__":\n    main()\n'),
         Example('import torch\n\n\ndef main():\n    device = torch.device("cuda:0")\n    return device\n',
                 'import torch\n\n\ndef main():\n    device = torch.device("cuda:0" if torch.cuda.is_available() '
                 'else "cpu")\n    return device\n'),
@@ -726,6 +732,7 @@ class HardcodedGpuDevice(Rule):
         if rewrite.kind in ("literal", "default", "setting"):  # torch.device("cuda:1"), .to("cuda"), device="cuda:0"
             text = f"{q}{rewrite.device}{q} if {test} else {q}cpu{q}"
             edit = ctx.replace(node, f"{a.code(node.func)}({text})" if isinstance(node, cst.Call) else text)
+            imports = [*imports, *_stale_comment(ctx, site, edit)]
         elif rewrite.kind in ("index", "bound"):  # .cuda(1) -> .to("cuda:1" if ... else "cpu"), keeping non_blocking
             edit = ctx.cuda_to_device(node, f"{q}{rewrite.device}{q} if {test} else {q}cpu{q}")  # type: ignore[arg-type]
         elif rewrite.kind == "expression":  # f"cuda:{gpu}" -> f"cuda:{gpu}" if ... else "cpu"
@@ -758,6 +765,23 @@ class HardcodedGpuDevice(Rule):
 
 
 _MESSAGE = "Fall back to the CPU when CUDA is not available"
+
+
+def _stale_comment(ctx: Context, site: CallSite, edit: Edit) -> List[Edit]:
+    """The line of ``fix``'s comment above the device it defined (``# the device of
+    `.cuda()`; for a CPU fallback: X``), removed where ``edit`` makes that very line X: a
+    plain ``fix`` then ``fix --unsafe-fixes`` would leave a comment that offers what the
+    line now does."""
+    a = ctx.analysis
+    row = edit.start[0]
+    if site.line is None or row < 2 or edit.start[0] != edit.end[0]:
+        return []
+    above, line = a.lines[row - 2], a.lines[row - 1]
+    new = line[:edit.start[1]] + edit.content + line[edit.end[1]:]
+    stripped = above.strip()
+    if not stripped.startswith(FALLBACK_COMMENT) or stripped[len(FALLBACK_COMMENT):] not in new:
+        return []
+    return [Edit((row - 1, 0), (row, 0), "", above)]
 
 
 class _Rewrite:

@@ -566,14 +566,10 @@ class LegacyCudaTensorType(Rule):
         factory its other arguments call for. Unsafe: where ``d`` names the CPU the legacy
         type raised, and the factory allocates there."""
         a = ctx.analysis
-        hint = f"Use `torch.empty`/`torch.tensor` with `dtype=torch.{dtype}` and the `device=` it names"
-        positional = [arg for arg in site.node.args if arg is not device]
+        positional = [arg for arg in site.node.args if arg is not device]  # (none unpacked or named)
         args = _constructor(a, site, positional)
-        if args is None:
-            either = _either(a, site, positional)
-            if either is None:
-                return Fix(Applicability.DISPLAY, f"{hint} (its arguments are unpacked or named)")
-            twin = f"{torch}.{_TWINS[dtype]}"  # a size or data: the CPU twin takes either, as the CUDA type did
+        if args is None:  # its one argument may be a size or data: the CPU twin takes either, as the CUDA type did
+            either, twin = a.code(positional[0].value), f"{torch}.{_TWINS[dtype]}"
             return ctx.guarded(Fix(Applicability.UNSAFE, f"Use `{twin}(...).to(...)` with the device it names (the "
                                    "argument may be a size or data: the CPU type takes either)",
                                    (ctx.replace(site.node, f"{twin}({either}).to({a.code(device.value)})"),)))
@@ -870,11 +866,11 @@ def _named_device(site: CallSite) -> Optional[cst.Arg]:
     return device if all(arg.keyword is None and not arg.star for arg in others) else None
 
 
-def _either(a, site: CallSite, args: Optional[Sequence[cst.Arg]] = None) -> Optional[str]:
+def _either(a, site: CallSite) -> Optional[str]:
     """The one argument of a legacy constructor that may be a size or data (a loop's
     variable, a parameter: ``torch.cuda.FloatTensor(rewards)``), as code; None when there
     are more or keywords. Its CPU twin takes it either way, with the same meaning."""
-    args = list(site.node.args if args is None else args)
+    args = list(site.node.args)
     if len(args) != 1 or args[0].keyword is not None or args[0].star:
         return None
     return a.code(args[0].value)

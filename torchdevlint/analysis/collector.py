@@ -337,8 +337,18 @@ class _Collector(cst.CSTVisitor):
         line = self.lines[-1] if self.lines else node
         self.torch_imports.append((line, line in self.top_level, binds_torch))
 
+    def _skip_module_path(self, path: cst.BaseExpression) -> None:
+        """The names of a module path (``torch`` in ``from torch import nn``, ``import
+        torch.nn as nn``) name no binding of this module: not among the names it uses."""
+        while isinstance(path, cst.Attribute):
+            path = path.value
+        if isinstance(path, cst.Name):
+            self.skip_names.add(path)
+
     def visit_Import(self, node: cst.Import) -> None:
         dotted_names = [_dotted(a.name) for a in node.names]
+        for a in node.names:
+            self._skip_module_path(a.name)
         self.imported_modules.extend(dotted_names)
         if any(d.split(".")[0] == "torch" for d in dotted_names):
             self._torch_import(node, [
@@ -360,6 +370,8 @@ class _Collector(cst.CSTVisitor):
         # relative modules keep their dots (``.models``): only the whole-run index
         # (``project``) can tell what they are
         base = "." * len(node.relative) + (_dotted(node.module) if node.module is not None else "")
+        if node.module is not None:
+            self._skip_module_path(node.module)
         self.imported_modules.append(base)
         if isinstance(node.names, cst.ImportStar):
             if self.scope is self.module_scope:

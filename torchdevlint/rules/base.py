@@ -365,8 +365,10 @@ class Context:
         with the CPU fallback: ``--unsafe-fixes`` only. It queries CUDA when the function
         runs, where the `.cuda()` it replaces initialised CUDA anyway, never at import.
         Every site of one function gets the same line: (name, edits, where), or (None, [],
-        why not) at module or class level, in a one-line body, without a module-level
-        ``import torch``, or in a module that sets ``CUDA_VISIBLE_DEVICES``."""
+        why not) at module or class level, in a one-line body, where torch is imported
+        only conditionally, or in a module that sets ``CUDA_VISIBLE_DEVICES``. A module
+        that imports nothing of torch but names (``from torch import tensor``) gets
+        ``import torch`` with it."""
         a = self.analysis
         scope = site.scope
         while scope is not None and not (scope.function is not None and isinstance(scope.node, cst.FunctionDef)):
@@ -377,7 +379,8 @@ class Context:
         if scope.node not in memo:
             memo[scope.node] = self._local_device_definition(scope.node)
         name, edits, why = memo[scope.node]
-        if name is not None and a.torch_alias is None and a.torch_name_at(site.scope, site.order) is None:
+        if (name is not None and a.torch_alias is None and a.torch_name_at(site.scope, site.order) is None
+                and self._own_torch_import(scope.node) is not None):
             return None, [], "display only: the function imports `torch` after this line"
         return name, list(edits), why
 
@@ -393,9 +396,11 @@ class Context:
             definition = f'{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
             return name, self._insert_after(fn.body.body, line, [definition]), (  # type: ignore[attr-defined]
                 "a device defined in the function after its `import torch` (falls back to the CPU)")
-        torch = a.torch_alias
-        if torch is None or a.guarded_torch_import is not None:
-            return None, [], f"{_LIBRARY} (and no module-level `import torch` for a definition in the function)"
+        torch, imports = a.torch_alias, []
+        if torch is None:  # `from torch import tensor` only (TorchKGE), or no torch import at all
+            if a.guarded_torch_import is not None or "torch" in a.names_used:
+                return None, [], f"{_LIBRARY} (and no module-level `import torch` for a definition in the function)"
+            torch, imports = "torch", self.import_torch()
         if self.torchscript(fn):  # TorchScript: leave it as it is
             return None, [], f"{_LIBRARY} (and the function is compiled by TorchScript)"
         head = self.function_head(fn)
@@ -404,9 +409,9 @@ class Context:
         line, indent = head
         name = a.free_name(a.device_name)
         definition = f'{indent}{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
-        return name, [Edit((line, 0), (line, 0), definition + a.module.default_newline)], (
+        return name, imports + [Edit((line, 0), (line, 0), definition + a.module.default_newline)], (
             "a device defined in the function (falls back to the CPU): a library module gets no "
-            "device at import")
+            "device at import" + ("; `import torch` added" if imports else ""))
 
     def torchscript(self, fn: cst.CSTNode) -> bool:
         """Whether a decorator hands the function to TorchScript (``@torch.jit.script``,
@@ -483,7 +488,17 @@ class Context:
         in_guard = a.devices.guard_torch_import(site.order) if a.guarded_torch_import is not None else None
         if in_guard is not None:  # `if __name__ == "__main__": import torch` bound it before the site
             return in_guard[0], []
-        return "torch", self.insert_module_lines([], site.order, need_torch=True)
+        return "torch", self.import_torch()
+
+    def import_torch(self) -> List[Edit]:
+        """``import torch`` at module level, after the module's leading imports (before its
+        first other statement, so before anything that could use it): one place per
+        module, whichever fix asks, so that fixes of one pass add one import. Raises
+        ``Uninsertable`` where torch is imported only conditionally."""
+        body = self.analysis.module.body
+        first = next((i for i, stmt in enumerate(body)
+                      if not (_is_import_line(stmt) or (i == 0 and _is_docstring(stmt)))), len(body) - 1)
+        return self.insert_module_lines([], self.analysis.order[body[first]] if body else 0, need_torch=True)
 
     def insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool,
                             after: Optional[cst.CSTNode] = None) -> List[Edit]:

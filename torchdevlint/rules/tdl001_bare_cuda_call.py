@@ -85,6 +85,8 @@ class BareCudaCall(Rule):
         as the first statement of the function that holds the call (**unsafe**: queried
         when the function runs, where `.cuda()` initialised CUDA anyway), which is what
         makes a legacy repository's model files run on a CPU; `fix` alone leaves them.
+        A module that imports only names from torch (`from torch import nn`) gets
+        `import torch` after its leading imports for that definition.
         At a library's module level, or in a body on the `def` line: **display-only**. Also
         display-only when a class in the same file defines its own `cuda` method, and
         when the definition would run before the module's own `CUDA_VISIBLE_DEVICES`
@@ -230,6 +232,18 @@ class BareCudaCall(Rule):
                 'import torch\ndef make(n):\n    """Zeros."""\n'
                 '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "    return torch.zeros(n).to(device)\n"),
+        # ... with `import torch` added after the leading imports where the module imports
+        # only names from torch (TorchKGE's data loaders: `from torch import empty`), one
+        # import for every function that needs it
+        Example('"""Loaders."""\nfrom torch import empty\nfrom .data import batches\n\n\n'
+                "class Loader:\n    def __init__(self, h):\n        self.h = h.cuda()\n"
+                "    def scores(self, n):\n        return empty(n).cuda()\n",
+                '"""Loaders."""\nfrom torch import empty\nfrom .data import batches\nimport torch\n\n\n'
+                "class Loader:\n    def __init__(self, h):\n"
+                '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "        self.h = h.to(device)\n    def scores(self, n):\n"
+                '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "        return empty(n).to(device)\n"),
         # ... also when its classes sit in a module-level `try:`, or it calls its own
         # functions at import and keeps the result (a version check, a singleton)
         Example("import torch\ntry:\n    import apex\n    class Opt:\n        def step(self):\n"

@@ -173,9 +173,13 @@ class CudaOnlyCall(Rule):
             print(torch.cuda.get_device_name(0), time.time() - start)
     """
     fix_safety = """
-        When the call is part of an expression statement on a line of its own
-        (`torch.cuda.synchronize()`, `print(torch.cuda.get_device_name(0))`), the fix
-        puts that statement under `if torch.cuda.is_available():`. Unsafe: without CUDA
+        When the call is an expression statement on a line of its own, or a method
+        called on its result, or what such a statement reports (`torch.cuda.synchronize()`,
+        `print(torch.cuda.get_device_name(0))`, a logger's line, a stream's ordering,
+        `x.record_stream(torch.cuda.current_stream())`), the fix puts that
+        statement under `if torch.cuda.is_available():`; display-only where the statement
+        does more with it (`torch.save({..., "cuda_rng_state": torch.cuda.get_rng_state()},
+        path)`: skipping it would lose the checkpoint). Unsafe: without CUDA
         the statement is skipped instead of failing (which is the point, but a log line
         disappears). With CUDA it runs as before: the call itself initialised CUDA at
         that point. A device block's index gets the fallback torch documents as a no-op:
@@ -339,6 +343,21 @@ class CudaOnlyCall(Rule):
                 "    print('training on', get_device_name(0))\n",
                 "from torch.cuda import get_device_name\nimport torch\n\n\ndef main():\n"
                 "    if torch.cuda.is_available():\n        print('training on', get_device_name(0))\n"),
+        # a report of the call (a logger's line, a method on its result) is what skipping loses ...
+        Example("import logging\nimport torch\nlogger = logging.getLogger(__name__)\n\n\ndef report():\n"
+                "    logger.info('memory: %s', torch.cuda.memory_summary())\n"
+                "    torch.cuda.current_stream().synchronize()\n",
+                "import logging\nimport torch\nlogger = logging.getLogger(__name__)\n\n\ndef report():\n"
+                "    if torch.cuda.is_available():\n        logger.info('memory: %s', torch.cuda.memory_summary())\n"
+                "        torch.cuda.current_stream().synchronize()\n"),
+        # ... and so is a stream's ordering (YOLOX's prefetcher) ...
+        Example("import torch\n\n\ndef wait(batch):\n    batch.record_stream(torch.cuda.current_stream())\n",
+                "import torch\n\n\ndef wait(batch):\n    if torch.cuda.is_available():\n"
+                "        batch.record_stream(torch.cuda.current_stream())\n"),
+        # ... but not a statement that does more with the result (FARM's checkpoint: skipping
+        # it would lose the save): display only
+        Example("import torch\n\n\ndef save(model, path):\n"
+                "    torch.save({'model': model.state_dict(), 'cuda_rng_state': torch.cuda.get_rng_state()}, path)\n"),
         # what a docstring or a comment says asks nothing
         Example('import torch\n\n\ndef timed(step):\n    """Callers check torch.cuda.is_available() first."""\n'
                 "    out = step()  # see torch.cuda.device_count()\n    torch.cuda.synchronize()\n    return out\n",
@@ -840,6 +859,11 @@ class CudaOnlyCall(Rule):
         if kept:
             return Fix(Applicability.DISPLAY, f"{message} (display only: its result is kept: give what uses "
                                               "it a CPU path by hand)")
+        outer = _does_more(line.body[0].value, site.node)
+        if outer is not None:
+            return Fix(Applicability.DISPLAY, f"{message} (display only: the statement does more with its "
+                                              f"result, `{ctx.analysis.code(outer.func)}(...)`, which skipping "
+                                              "it would lose: give it a CPU path by hand)")
         try:  # (no new query: the call it guards initialised CUDA at this point anyway)
             torch, imports = torch_for_test(ctx, site, new_query=False)
         except Uninsertable as exc:
@@ -1203,6 +1227,41 @@ def _factor(a, site: CallSite) -> Optional[cst.BinaryOperation]:
                 evaluated(arg.value, factor) is not None for arg in s.node.args) for s in a.calls):
         return None
     return factor
+
+
+# calls a statement may be skipped with: reports of what they are given, and the ordering
+# of CUDA streams and events (`x.record_stream(torch.cuda.current_stream())`: CUDA's own)
+_SKIPPABLE = frozenset({"print", "pprint", "info", "debug", "warning", "warn", "error", "critical", "exception",
+                        "log", "write", "add_scalar", "add_scalars", "add_text", "set_postfix", "set_postfix_str",
+                        "set_description", "echo", "secho",
+                        "record_stream", "wait_stream", "wait_event", "record_event", "record", "wait",
+                        "synchronize"})
+
+
+def _does_more(value: cst.BaseExpression, call: cst.Call) -> Optional[cst.Call]:
+    """The outer call of an expression statement that does more with the CUDA call's
+    result than report it (farm's checkpoint: `torch.save({..., "cuda_rng_state":
+    torch.cuda.get_rng_state()}, path)`), which skipping the statement would lose; None
+    where the statement is the call, a method called on its result
+    (`torch.cuda.current_stream().synchronize()`), a report (`print(...)`,
+    `logger.info(...)`), or a stream's ordering (YOLOX's prefetcher:
+    `input.record_stream(torch.cuda.current_stream())`); not TensorRT's
+    `context.execute_async_v2(..., stream_handle=torch.cuda.current_stream().cuda_stream)`."""
+    while isinstance(value, cst.Await):
+        value = value.expression
+    node: cst.BaseExpression = value
+    while node is not call:  # down the method chain
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            node = node.func.value
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        else:
+            break
+    if node is call or not isinstance(value, cst.Call):
+        return None
+    func = value.func
+    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    return None if name in _SKIPPABLE else value
 
 
 def _cpu_counterpart(a, site: CallSite, kept: bool) -> Optional[str]:

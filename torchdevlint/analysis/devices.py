@@ -748,7 +748,7 @@ class DeviceFacts:
             asked = [p for p in params if (p in named or named & _dimensions_of(body, p)) and (
                 _annotated_tensor(fn, p) or re.search(
                     rf"(?<![\w.]){re.escape(p)}\.(?:(?:size|dim|numel|detach|type_as|element_size|float|half|contiguous)\(|shape\b)",
-                    body))]
+                    body) and not _numpy_array(body, p))]
         if not asked:
             return None
         tests = [a.code(site.line) if site.line is not None else ""] + self.guard_tests(site)
@@ -1087,6 +1087,13 @@ def takes_gpu_ordinal(qualname: Optional[str]) -> bool:
 # a torch factory call: what makes a new tensor (sized by the caller)
 _NEW_TENSOR = frozenset(f"torch.{name}" for name in (
     "ones", "zeros", "empty", "full", "rand", "randn", "randint", "arange", "linspace", "eye", "tensor"))
+
+
+def _numpy_array(body: str, param: str) -> bool:
+    """Whether the code reads ``param`` as a NumPy array: its ``.size`` as a number, not a
+    call (``mycount = input_array.size``, MMSelfSup's ``gather_tensors``), or
+    ``.astype(...)``. Its shape sizes a new tensor, but it has no device to follow."""
+    return re.search(rf"(?<![\w.]){re.escape(param)}\.(?:size\b(?!\s*\()|astype\()", body) is not None
 
 
 def _dimensions_of(body: str, tensor: str) -> Set[str]:

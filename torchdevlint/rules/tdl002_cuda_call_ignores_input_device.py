@@ -84,6 +84,11 @@ class CudaCallIgnoresInputDevice(Rule):
         "        if fp16:\n            self.mean = self.mean.half()\n",
         "import torch\nclass Head:\n    def reset(self, x):\n        self.scale = torch.ones(1).cuda()\n"
         "        return self.x.device\n",
+        # a NumPy array's shape: its `.size` is a number, and it has no device to follow
+        # (MMSelfSup's gather_tensors, which all-gathers it through NCCL)
+        "import numpy as np\nimport torch\ndef gather_tensors(input_array):\n    myshape = input_array.shape\n"
+        "    mycount = input_array.size\n    shape_tensor = torch.Tensor(np.array(myshape)).cuda()\n"
+        "    return shape_tensor, mycount\n",
     )
     INVALID = (
         # a name bound to a new tensor sized by the input's shape (Whisper's `dtw_cuda`, as FunASR copies it)

@@ -151,3 +151,23 @@ def test_rules_states_fixability_as_the_readme_does():
     for code, fix in re.findall(r"^\| (TDL\d\d\d) \| [\w-]+ \| .*? \| (.*?) \|$", readme, re.M):
         if not code.startswith("TDL9"):
             assert f"fix: {fix}" in out, code
+
+
+def test_a_notebook_is_a_script_its_device_defined_once_where_it_starts(tmp_path):
+    # the same code as a .py file reads as a library (no main guard, no module-level work of
+    # its own functions but a kept result): each function would get its own device; a
+    # notebook runs top to bottom, so it gets one, after its imports (audiocraft's demos)
+    cells = ["import torch\nfrom mylib import Model", "def embed(x):\n    return x.cuda()",
+             "model = Model()\ny = embed(torch.zeros(2))"]
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                     "source": text.splitlines(keepends=True)} for text in cells],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "demo.ipynb").write_text(json.dumps(nb, indent=1))
+    (tmp_path / "demo.py").write_text("\n".join(cells) + "\n")
+    cli("fix", "--no-cache", "--unsafe-fixes", "demo.ipynb", "demo.py", cwd=tmp_path)
+    new = json.loads((tmp_path / "demo.ipynb").read_text())
+    assert new["cells"][0]["source"] == ["import torch\n", "from mylib import Model\n",
+                                         'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")']
+    assert new["cells"][1]["source"] == ["def embed(x):\n", "    return x.to(device)"]
+    assert '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n' in (
+        tmp_path / "demo.py").read_text()

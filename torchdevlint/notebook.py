@@ -30,6 +30,12 @@ _MAGIC_RE = re.compile(r"^([ \t]*)pass  # torchdevlint: magic (\d+)$")
 _MAGIC_LINE = re.compile(r"^[ \t]*(?:[%!?]|[\w.]+[ \t]*=[ \t]*[%!]|[\w.]+\?\??[ \t]*$)")
 
 
+def is_notebook_module(text: str) -> bool:
+    """Whether ``text`` is a notebook's code cells as one module (``Notebook.module``):
+    what the analysis takes for a script, whose cells run top to bottom."""
+    return _CELL_RE.match(text[:text.find("\n")] if "\n" in text else text) is not None
+
+
 class NotebookError(ValueError):
     """Not a notebook this tool can read (the message says why)."""
 

@@ -30,6 +30,7 @@ from .treewalk import walk
 from .facts import (CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, called_name, compared,
                     definitely_bound, dotted_name, is_bare_cuda, param_annotation)
 from .process import _is_main_guard
+from ..notebook import is_notebook_module
 
 # Functions handed to these run once per process (see names.LAUNCHERS)
 _BINDING_LAUNCHERS = N.BINDING_LAUNCHERS
@@ -605,14 +606,19 @@ class DeviceFacts:
         return None
 
     @cached_property
+    def is_notebook(self) -> bool:
+        """A notebook's code cells: run top to bottom, never imported."""
+        return is_notebook_module(self.a.text)
+
+    @cached_property
     def is_script(self) -> bool:
-        """Whether this file is run rather than imported: it has a main guard, a
+        """Whether this file is run rather than imported: a notebook, or it has a main guard, a
         module-level loop (in the module's own blocks too: nanoGPT's sampling loop in
         ``with torch.no_grad():``), parses its command line at module level, or its
         module's own statements print (``print(net(x))``, not under a ``try``: a library
         may print a missing optional import) or run its own functions (``main()``)."""
         a = self.a
-        return self.main_guard is not None or _has_module_loop(a.module.body) or any(
+        return self.is_notebook or self.main_guard is not None or _has_module_loop(a.module.body) or any(
             site.method == "parse_args" and a.enclosing_function(site.scope) is None for site in a.calls) or any(
             isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
             and isinstance(small.value.func, cst.Name) and small.value.func.value == "print"
@@ -626,7 +632,7 @@ class DeviceFacts:
         if anchor not in self._entries:
             if self._runs_at_import(anchor):
                 self._entries[anchor] = "module"
-            elif self.main_guard is not None or self._called_from_module_outside_guard:
+            elif self.is_notebook or self.main_guard is not None or self._called_from_module_outside_guard:
                 self._entries[anchor] = "module"
             else:
                 self._entries[anchor] = None

@@ -63,7 +63,7 @@ class BareCudaCall(Rule):
         which `.to(obs.device)` would leave where it is), nor after the body made the
         input a list (`inputs = [inputs]`). When nothing names a device, it
         defines one where the script's own execution starts (after the imports of a
-        script: one with a main guard that does more than run the tests (a test module's
+        script: a notebook, or one with a main guard that does more than run the tests (a test module's
         `unittest.main()` makes no script: pytest imports it; nor does a module's own
         self-test, `_test()`, as pytorchcv's model files end), or whose module level
         does work; at the start of

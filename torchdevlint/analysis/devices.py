@@ -792,15 +792,17 @@ class DeviceFacts:
     def tested_tensor(self, site: CallSite) -> Optional[str]:
         """The tensor whose ``.is_cuda`` the innermost ``if`` around the site tests (``if
         next(self.parameters()).is_cuda:``, a conjunct of an ``and``; no ``or``, no
-        ``not``) when the site moves something else: the code moves to CUDA *because*
-        that tensor is there, and its device is the one meant. Not ``self.is_cuda`` or
-        ``args.is_cuda``: a flag of an object, not a tensor's device."""
+        ``not``; or its device's type, ``"cuda" in str(self.conv1.weight.device)`` as
+        SwAV's multi-crop forward asks, ``x.device.type == "cuda"``) when the site moves
+        something else: the code moves to CUDA *because* that tensor is there, and its
+        device is the one meant. Not ``self.is_cuda`` or ``args.is_cuda`` (nor
+        ``str(self.device)``): a flag or a setting of an object, not a tensor's device."""
         headers = self.guard_tests(site)[:1]
         test = headers[0].split(None, 1)[1].rstrip().rstrip(":") if headers else ""
         parts = _conjuncts(test) if test and not re.search(r"\bnot\b", test) else None
         receiver = "".join(self.a.code(site.node.func.value).split())  # type: ignore[union-attr]
         for conjunct in parts or ():
-            m = re.fullmatch(r"\(?\s*(.+?)\.is_cuda\s*\)?", conjunct)
+            m = next(filter(None, (re.fullmatch(p, conjunct) for p in _CUDA_TENSOR_TESTS)), None)
             tensor = "".join(m.group(1).split()) if m else ""
             if tensor and tensor != receiver and tensor not in ("self", "cls") and tensor not in _CONFIG_NAMES:
                 return m.group(1).strip()  # type: ignore[union-attr]
@@ -1093,6 +1095,17 @@ def takes_gpu_ordinal(qualname: Optional[str]) -> bool:
 # a torch factory call: what makes a new tensor (sized by the caller)
 _NEW_TENSOR = frozenset(f"torch.{name}" for name in (
     "ones", "zeros", "empty", "full", "rand", "randn", "randint", "arange", "linspace", "eye", "tensor"))
+
+
+# a test that a tensor (group 1) is on a GPU: `x.is_cuda`, `"cuda" in str(x.device)`,
+# `"cuda" in x.device.type`, `x.device.type == "cuda"`
+_CUDA_TENSOR_TESTS = (
+    r"\(?\s*(.+?)\.is_cuda\s*\)?",
+    r"""['"]cuda['"]\s+in\s+str\(\s*(.+?)\.device\s*\)""",
+    r"""['"]cuda['"]\s+in\s+(.+?)\.device\.type""",
+    r"""(.+?)\.device\.type\s*==\s*['"]cuda['"]""",
+    r"""['"]cuda['"]\s*==\s*(.+?)\.device\.type""",
+)
 
 
 def _numpy_array(body: str, param: str) -> bool:

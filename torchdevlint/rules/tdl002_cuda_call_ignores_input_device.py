@@ -29,7 +29,9 @@ class CudaCallIgnoresInputDevice(Rule):
         `window_sum.cuda() if magnitude.is_cuda else window_sum`. Also any bare `.cuda()`
         under an `if` that tests another tensor's `.is_cuda` (`if
         next(model.parameters()).is_cuda: input = input.cuda()`, as model-complexity
-        counters and vocoders write it; one conjunct of an `and`, no `or`, no `not`): the
+        counters and vocoders write it; or its device's type, `if "cuda" in
+        str(self.conv1.weight.device):`, `x.device.type == "cuda"`; one conjunct of an
+        `and`, no `or`, no `not`): the
         code moves there *because* that tensor is on a GPU. Not a flag of an object
         (`if self.is_cuda:`, `if args.is_cuda:`), nor, for an input the function asks, in
         a function that keeps tensors on the CPU itself (`feats[-1] = feats[-1].cpu()`,
@@ -154,6 +156,16 @@ class CudaCallIgnoresInputDevice(Rule):
             "    if next(model.parameters()).is_cuda:\n        input = input.to(next(model.parameters()).device)\n"
             "    return model(input)\n",
         ),
+        # ... or its device's type (SwAV's multi-crop forward in Lightning Bolts)
+        Example(
+            "import torch\nclass ResNet(torch.nn.Module):\n    def forward(self, inputs):\n"
+            "        out = torch.cat(inputs)\n        if 'cuda' in str(self.conv1.weight.device):\n"
+            "            out = self.backbone(out.cuda(non_blocking=True))\n        return out\n",
+            "import torch\nclass ResNet(torch.nn.Module):\n    def forward(self, inputs):\n"
+            "        out = torch.cat(inputs)\n        if 'cuda' in str(self.conv1.weight.device):\n"
+            "            out = self.backbone(out.to(self.conv1.weight.device, non_blocking=True))\n"
+            "        return out\n",
+        ),
     )
 
     def check(self, ctx: Context) -> Iterable[Violation]:
@@ -161,7 +173,7 @@ class CudaCallIgnoresInputDevice(Rule):
             device = verdict.device
             assert device is not None
             yield ctx.move_to(
-                site, device.code, f"Use `.to({device.code})` (the input's device)",
+                site, device.code, f"Use `.to({device.code})` ({device.why}'s device)",
                 f"`.cuda()` moves this new tensor to the current device while {device.why}'s device "
                 f"is at hand: on another GPU the next op mixes devices; use `.to({device.code})`",
             )

@@ -1094,7 +1094,8 @@ def takes_gpu_ordinal(qualname: Optional[str]) -> bool:
 
 # a torch factory call: what makes a new tensor (sized by the caller)
 _NEW_TENSOR = frozenset(f"torch.{name}" for name in (
-    "ones", "zeros", "empty", "full", "rand", "randn", "randint", "arange", "linspace", "eye", "tensor"))
+    "ones", "zeros", "empty", "full", "rand", "randn", "randint", "arange", "linspace", "eye", "tensor",
+    "Tensor", *N.DTYPES))  # (and the legacy CPU constructors: pix2pixHD's `torch.ByteTensor(t.size())`)
 
 
 # a test that a tensor (group 1) is on a GPU: `x.is_cuda`, `"cuda" in str(x.device)`,

@@ -24,7 +24,8 @@ class CudaCallIgnoresInputDevice(Rule):
         (`p.device`, `p.is_cuda`, `p.get_device()`, `p.new_zeros(...)`), or that makes the
         new tensor from a tensor input, its size or the names its shape gives
         (`torch.tensor(y.size(0)).cuda()`, `dim_k, dim_b = q.shape` then
-        `torch.ones(dim_k).cuda()`): typical library code such as `scale.cuda()` next to
+        `torch.ones(dim_k).cuda()`, `edge = torch.ByteTensor(t.size())` then
+        `edge.cuda()`): typical library code such as `scale.cuda()` next to
         `w.device`, or
         `window_sum.cuda() if magnitude.is_cuda else window_sum`. Also any bare `.cuda()`
         under an `if` that tests another tensor's `.is_cuda` (`if
@@ -155,6 +156,17 @@ class CudaCallIgnoresInputDevice(Rule):
             "import torch\ndef count(model, size):\n    input = torch.rand(size)\n"
             "    if next(model.parameters()).is_cuda:\n        input = input.to(next(model.parameters()).device)\n"
             "    return model(input)\n",
+        ),
+        # a name bound to a legacy CPU constructor sized by the input (pix2pixHD's edge map)
+        Example(
+            "import torch\nclass Pix2PixHD:\n    def get_edges(self, t):\n        edge = torch.ByteTensor(t.size())\n"
+            "        if len(self.gpu_ids):\n            edge = edge.cuda()\n"
+            "        edge = edge.zero_()\n        edge[:, :, :, 1:] = edge[:, :, :, 1:] | (t[:, :, :, 1:] != t[:, :, :, :-1])\n"
+            "        return edge.float()\n",
+            "import torch\nclass Pix2PixHD:\n    def get_edges(self, t):\n        edge = torch.ByteTensor(t.size())\n"
+            "        if len(self.gpu_ids):\n            edge = edge.to(t.device)\n"
+            "        edge = edge.zero_()\n        edge[:, :, :, 1:] = edge[:, :, :, 1:] | (t[:, :, :, 1:] != t[:, :, :, :-1])\n"
+            "        return edge.float()\n",
         ),
         # ... or its device's type (SwAV's multi-crop forward in Lightning Bolts)
         Example(

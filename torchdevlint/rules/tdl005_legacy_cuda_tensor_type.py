@@ -59,7 +59,9 @@ class LegacyCudaTensorType(Rule):
         Sizes (integers, `x.size()`, `x.size(0)`, `x.shape[0]`, `len(x)`, arithmetic of
         those, or a local name whose binding in force is one) become `torch.empty(*sizes, dtype=...,
         device=...)`, a list, tuple, comprehension or numpy array of data (`t.numpy()`
-        too) `torch.tensor(data, dtype=..., device=...)`, `.type(T)` becomes
+        too) `torch.tensor(data, dtype=..., device=...)`, a tensor (`x.unsqueeze(0).float()`,
+        `torch.from_numpy(a)`: the CUDA type took a CUDA tensor of its dtype as it was, and
+        its CPU twin would refuse one) `torch.as_tensor(x, dtype=..., device=...)`, `.type(T)` becomes
         `.to(device, dtype)` (**unsafe** on what is provably a module: `.to` keeps its
         integer buffers, BatchNorm's `num_batches_tracked`, integers, where `.type` made
         them floating point). Inside `forward` of a module with no device in scope,
@@ -166,6 +168,14 @@ class LegacyCudaTensorType(Rule):
                 "    max_len = torch.max(lengths).item()\n"
                 "    ids = torch.arange(0, max_len, out=torch.empty(max_len, dtype=torch.int64, device=device))\n"
                 "    return ids < lengths.unsqueeze(1)\n"),
+        # a tensor (backgroundremover's U^2-Net input): taken as it is, on the device
+        Example("import torch\ndef predict(sample):\n    if torch.cuda.is_available():\n"
+                "        return torch.cuda.FloatTensor(sample['image'].unsqueeze(0).float())\n"
+                "    return torch.FloatTensor(sample['image'].unsqueeze(0).float())\n",
+                "import torch\ndef predict(sample):\n" + DEVICE + "    if torch.cuda.is_available():\n"
+                "        return torch.as_tensor(sample['image'].unsqueeze(0).float(), dtype=torch.float32, "
+                "device=device)\n"
+                "    return torch.FloatTensor(sample['image'].unsqueeze(0).float())\n"),
         Example("import torch\ndef f():\n    return torch.cuda.FloatTensor()\n",
                 'import torch\ndef f():\n' + DEVICE
                 + '    return torch.empty(0, dtype=torch.float32, device=device)\n'),
@@ -887,20 +897,29 @@ def _constructor(a, site: CallSite, args: Optional[Sequence[cst.Arg]] = None) ->
     kind = "size" if len(args) >= 2 else _size_or_data(a, args[0].value, site.scope, site=site)  # data is one sequence
     if kind is None:
         return None
-    return ("empty" if kind == "size" else "tensor"), ", ".join(a.code(arg.value) for arg in args)
+    factory = {"size": "empty", "data": "tensor", "tensor": "as_tensor"}[kind]
+    return factory, ", ".join(a.code(arg.value) for arg in args)
 
 
 # methods whose result is a size (an int or a torch.Size; a one-element tensor's `item()`
 # is a number, which a legacy constructor takes only as a size), and those that give data
 _SIZE_METHODS = frozenset({"size", "numel", "nelement", "dim", "ndimension", "element_size", "item"})
 _DATA_METHODS = frozenset({"numpy", "tolist"})
+# ... and those only a tensor has, whose result is a tensor (`x.unsqueeze(0).cuda().float()`):
+# the CUDA type took it as it was (an alias, where it was a CUDA tensor of that dtype),
+# which `torch.as_tensor(x, dtype=..., device=...)` does; its CPU twin would refuse a CUDA tensor
+_TENSOR_METHODS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short", "char", "byte",
+                             "bool", "cuda", "cpu", "to", "contiguous", "unsqueeze", "detach", "clone",
+                             "permute", "type_as"})
+_TENSOR_FACTORIES = frozenset({"torch.from_numpy", "torch.as_tensor"})
 
 
 def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0,
                   site: Optional[CallSite] = None) -> Optional[str]:
     """Whether the one argument of a legacy constructor is a size ("size": an int,
-    `x.size(0)`, `x.shape[1:]`, `len(x)`, `int(x)`, `t.item()`, arithmetic of those) or
-    data ("data": a list, tuple or comprehension, a numpy array, `t.numpy()`), looking
+    `x.size(0)`, `x.shape[1:]`, `len(x)`, `int(x)`, `t.item()`, arithmetic of those),
+    data ("data": a list, tuple or comprehension, a numpy array, `t.numpy()`) or a tensor
+    ("tensor": `x.float()`, `x.cuda()`, `torch.from_numpy(a)`), looking
     through a name to the binding in force at ``site`` (or its only one); None when it
     could be either (an unknown name, a parameter)."""
     if isinstance(value, cst.Integer):
@@ -917,11 +936,15 @@ def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0,
             return "size"
         if isinstance(func, cst.Attribute) and func.attr.value in _DATA_METHODS:
             return "data"
+        if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS:
+            return "tensor"
         if isinstance(func, cst.Name) and func.value in ("len", "int") and a.lookup(func.value, scope)[0] is None:
             return "size"  # the builtins
         q = a.qualname(func, scope) or ""
         if q.startswith("numpy."):
             return "data"  # an array from numpy
+        if q in _TENSOR_FACTORIES:
+            return "tensor"
         return None
     if isinstance(value, cst.BinaryOperation):
         sides = {_size_or_data(a, value.left, scope, depth), _size_or_data(a, value.right, scope, depth)}

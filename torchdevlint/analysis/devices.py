@@ -802,10 +802,10 @@ class DeviceFacts:
         parts = _conjuncts(test) if test and not re.search(r"\bnot\b", test) else None
         receiver = "".join(self.a.code(site.node.func.value).split())  # type: ignore[union-attr]
         for conjunct in parts or ():
-            m = next(filter(None, (re.fullmatch(p, conjunct) for p in _CUDA_TENSOR_TESTS)), None)
-            tensor = "".join(m.group(1).split()) if m else ""
+            tested = cuda_tested(conjunct) or ""
+            tensor = tested[:-len(".device")] if tested.endswith(".device") else ""
             if tensor and tensor != receiver and tensor not in ("self", "cls") and tensor not in _CONFIG_NAMES:
-                return m.group(1).strip()  # type: ignore[union-attr]
+                return tensor
         return None
 
     def guard_tests(self, site: CallSite) -> List[str]:
@@ -987,12 +987,10 @@ class DeviceFacts:
         """Under ``if device == "cuda":`` (or ``device.type == "cuda"``, ``"cuda" in
         str(device)``, one of the test's ``and`` conjuncts) a bare ``.cuda()`` is what the
         chosen device says."""
-        name = re.escape(device)
-        pattern = re.compile(rf"""{name}(?:\.type)?\s*==\s*['"]cuda['"]|['"]cuda['"]\s*==\s*{name}"""
-                             rf"""|['"]cuda['"]\s+in\s+(?:str\({name}\)|{name})""")
+        device = "".join(device.split())
         for header in self.guard_tests(site):
             conjuncts = _conjuncts(header.split(None, 1)[1].rstrip().rstrip(":").strip())
-            if conjuncts is not None and any(pattern.fullmatch(c) for c in conjuncts):
+            if conjuncts is not None and any(cuda_tested(c) == device for c in conjuncts):
                 return True
         return False
 
@@ -1098,15 +1096,23 @@ _NEW_TENSOR = frozenset(f"torch.{name}" for name in (
     "Tensor", *N.DTYPES))  # (and the legacy CPU constructors: pix2pixHD's `torch.ByteTensor(t.size())`)
 
 
-# a test that a tensor (group 1) is on a GPU: `x.is_cuda`, `"cuda" in str(x.device)`,
-# `"cuda" in x.device.type`, `x.device.type == "cuda"`
-_CUDA_TENSOR_TESTS = (
-    r"\(?\s*(.+?)\.is_cuda\s*\)?",
-    r"""['"]cuda['"]\s+in\s+str\(\s*(.+?)\.device\s*\)""",
-    r"""['"]cuda['"]\s+in\s+(.+?)\.device\.type""",
-    r"""(.+?)\.device\.type\s*==\s*['"]cuda['"]""",
-    r"""['"]cuda['"]\s*==\s*(.+?)\.device\.type""",
-)
+# the spellings of a test that finds a device on a GPU (group 1: the device), and of one
+# that finds a tensor there (`x.is_cuda`: group 1 the tensor)
+_CUDA_DEVICE_TESTS = tuple(re.compile(p) for p in (
+    r"""(.+?)(?:\.type)?\s*==\s*['"]cuda['"]""", r"""['"]cuda['"]\s*==\s*(.+?)(?:\.type)?""",
+    r"""['"]cuda['"]\s+in\s+str\(\s*(.+?)\s*\)""", r"""['"]cuda['"]\s+in\s+(.+?)(?:\.type)?"""))
+_CUDA_TENSOR_TEST = re.compile(r"\(?\s*(.+?)\.is_cuda\s*\)?")
+
+
+def cuda_tested(conjunct: str) -> Optional[str]:
+    """What a test's conjunct finds on a GPU, as code without whitespace: the device of
+    ``d == "cuda"``, ``d.type == "cuda"``, ``"cuda" in d``, ``"cuda" in str(d)``, ``"cuda"
+    in d.type``; for ``t.is_cuda``, the tensor's, ``t.device``. None for any other test."""
+    m = _CUDA_TENSOR_TEST.fullmatch(conjunct)
+    if m:
+        return "".join(m.group(1).split()) + ".device"
+    m = next(filter(None, (p.fullmatch(conjunct) for p in _CUDA_DEVICE_TESTS)), None)
+    return "".join(m.group(1).split()) if m else None
 
 
 def _numpy_array(body: str, param: str) -> bool:

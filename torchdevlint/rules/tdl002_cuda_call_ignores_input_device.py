@@ -161,11 +161,13 @@ class CudaCallIgnoresInputDevice(Rule):
         Example(
             "import torch\nclass Pix2PixHD:\n    def get_edges(self, t):\n        edge = torch.ByteTensor(t.size())\n"
             "        if len(self.gpu_ids):\n            edge = edge.cuda()\n"
-            "        edge = edge.zero_()\n        edge[:, :, :, 1:] = edge[:, :, :, 1:] | (t[:, :, :, 1:] != t[:, :, :, :-1])\n"
+            "        edge = edge.zero_()\n"
+            "        edge[:, :, :, 1:] = edge[:, :, :, 1:] | (t[:, :, :, 1:] != t[:, :, :, :-1])\n"
             "        return edge.float()\n",
             "import torch\nclass Pix2PixHD:\n    def get_edges(self, t):\n        edge = torch.ByteTensor(t.size())\n"
             "        if len(self.gpu_ids):\n            edge = edge.to(t.device)\n"
-            "        edge = edge.zero_()\n        edge[:, :, :, 1:] = edge[:, :, :, 1:] | (t[:, :, :, 1:] != t[:, :, :, :-1])\n"
+            "        edge = edge.zero_()\n"
+            "        edge[:, :, :, 1:] = edge[:, :, :, 1:] | (t[:, :, :, 1:] != t[:, :, :, :-1])\n"
             "        return edge.float()\n",
         ),
         # ... or its device's type (SwAV's multi-crop forward in Lightning Bolts)

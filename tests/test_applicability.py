@@ -89,6 +89,50 @@ def test_a_guard_that_makes_cuda_certain_makes_the_fallback_device_safe(flag, gu
     assert (v.fix.applicability is Applicability.SAFE) is safe, v.fix.message
 
 
+@pytest.mark.parametrize("prelude,decorator,safe", [
+    ("import pytest\n", "@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA')", True),
+    ("import pytest\n", "@pytest.mark.skipif(condition=torch.cuda.device_count() < 2, reason='two')", True),
+    ("import pytest\n", "@pytest.mark.skipif(sys.platform == 'win32' or not torch.cuda.is_available(), "
+                        "reason='x')", True),
+    ("import unittest\nTEST_CUDA = torch.cuda.is_available()\n", "@unittest.skipIf(not TEST_CUDA, 'no GPU')", True),
+    ("import unittest\n", "@unittest.skipUnless(torch.cuda.is_available(), 'no GPU')", True),
+    ("from transformers.testing_utils import require_torch_gpu\n", "@require_torch_gpu", True),
+    ("import pytest\n", "@pytest.mark.skipif(not torch.cuda.is_available() and fast, reason='x')", False),
+    ("import pytest\n", "@pytest.mark.skipif(torch.cuda.is_available(), reason='CPU only')", False),
+    ("import pytest\n", "@pytest.mark.skipif(torch.cuda.device_count() > 1, reason='one')", False),
+    ("import unittest\n", "@unittest.skipUnless(torch.cuda.is_available() or force, 'no GPU')", False),
+    ("import pytest\n", "@pytest.mark.slow", False),
+])
+def test_a_cuda_only_test_makes_its_own_fallback_device_safe(prelude, decorator, safe):
+    """A test that runs only where CUDA is available (skipped elsewhere) takes the
+    device its function defines, CPU fallback and all, exactly as `.cuda()` did: `fix`
+    applies it there, and only there. On a test class it covers every method."""
+    text = f"import sys\nimport torch\n{prelude}\n\n{decorator}\ndef test_gpu():\n    x = torch.ones(2).cuda()\n"
+    [v] = [v for v in findings(text) if v.code == "TDL001"]
+    assert (v.fix.applicability.value == "safe") is safe, v.fix.message
+    converted = fixed(text, unsafe=False)
+    assert (converted != text) is safe
+    if safe:
+        assert converted == text.replace("    x = torch.ones(2).cuda()\n", (
+            '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+            "    x = torch.ones(2).to(device)\n"))
+        assert fixed(converted, unsafe=False) == converted
+    on_class = (f"import torch\n{prelude}\n\n{decorator}\nclass T:\n"
+                "    def test_gpu(self):\n        x = torch.ones(2).cuda()\n")
+    [v] = [v for v in findings(on_class) if v.code == "TDL001"]
+    assert (v.fix.applicability.value == "safe") is safe, v.fix.message
+
+
+def test_a_cuda_only_test_with_an_unproven_receiver_keeps_its_definition_unsafe():
+    """One definition per function, one applicability: the site whose receiver is not
+    provably torch holds back the proven one (else a later `--unsafe-fixes` finds a
+    half-converted test)."""
+    text = ("import pytest\nimport torch\n\n\n@pytest.mark.skipif(not torch.cuda.is_available(), reason='x')\n"
+            "def test_gpu(batch):\n    x = torch.ones(2).cuda()\n    y = batch.cuda()\n")
+    assert {v.fix.applicability.value for v in findings(text)} == {"unsafe"}
+    assert fixed(text, unsafe=False) == text
+
+
 @pytest.mark.parametrize("receiver, safe", [
     ("torch.ones(n) * (1 - threshold)", True),  # a legacy eval script's threshold
     ("torch.from_numpy(a).float().unsqueeze(0) / 255.0", True),

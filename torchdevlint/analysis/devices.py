@@ -46,10 +46,16 @@ _CONFIG_NAMES = N.CONFIG_NAMES
 
 # a main guard's test runner: ``unittest.main()``, ``pytest.main([__file__])``,
 # ``absltest.main()``, torch's ``run_tests()`` (also as ``sys.exit(...)``)
-# a test runner, or the module's own self-test (pytorchcv's ~400 model files end in
-# `if __name__ == "__main__": _test()`: modules that the package imports, not scripts)
+# a test runner, the module's own self-test (pytorchcv's ~400 model files end in
+# `if __name__ == "__main__": _test()`: modules that the package imports, not scripts),
+# or its test functions called one by one (norse's `test_lift_conv()`: pytest imports it)
 _TEST_RUNNERS = re.compile(r"(?:(?:unittest|pytest|absltest|googletest)\.main|(?:\w+\.)*run_tests"
-                           r"|_tests?|_?self_?tests?)$")
+                           r"|_tests?|_?self_?tests?|test_\w+)$")
+
+
+# a decorator named for a CUDA-only test (Hugging Face's `require_torch_gpu`, whisper's
+# `pytest.mark.requires_cuda`): it skips the test where CUDA is not available
+_REQUIRES_CUDA = re.compile(r"requires?_(?:torch_)?(?:cuda|gpu)s?")
 
 
 def _runs_tests_only(guard: cst.If) -> bool:
@@ -832,7 +838,62 @@ class DeviceFacts:
         for test in self.guard_tests(site):
             if test.startswith("if ") and self.assures(test[3:].rstrip().rstrip(":")):
                 return test.rstrip().rstrip(":")
+        return self.skipped_without_cuda(site)
+
+    def skipped_without_cuda(self, site: CallSite) -> Optional[str]:
+        """The decorator of a ``def`` or ``class`` around ``site`` that runs it only where
+        CUDA is available (a CUDA-only test), as written up to its condition; or None:
+        ``skipif``/``skipIf`` one of whose ``or`` terms is ``not <availability>`` or
+        ``torch.cuda.device_count() < n`` (``== 0``), ``skipUnless(<availability>)``,
+        or a helper named for it (Hugging Face's ``require_torch_gpu``, ``requires_cuda``)."""
+        scope: Optional[Scope] = site.scope
+        while scope is not None:
+            if isinstance(scope.node, (cst.FunctionDef, cst.ClassDef)):
+                for decorator in scope.node.decorators:
+                    written = self._cuda_only(decorator.decorator)
+                    if written is not None:
+                        return written
+            scope = scope.parent
         return None
+
+    def _cuda_only(self, expr: cst.BaseExpression) -> Optional[str]:
+        """``expr`` as written (condition kept, other arguments elided) when it is a skip
+        decorator that skips where CUDA is not available (see ``skipped_without_cuda``)."""
+        a = self.a
+        func = expr.func if isinstance(expr, cst.Call) else expr
+        last = dotted_name(func).rsplit(".", 1)[-1] if isinstance(func, (cst.Name, cst.Attribute)) else ""
+        if _REQUIRES_CUDA.fullmatch(last):
+            return "@" + a.code(expr)
+        if not isinstance(expr, cst.Call) or last not in ("skipif", "skipIf", "skipUnless") or not expr.args:
+            return None
+        condition = next((arg.value for arg in expr.args if arg.keyword and arg.keyword.value == "condition"),
+                         expr.args[0].value if expr.args[0].keyword is None else None)
+        if condition is None:
+            return None
+        if last == "skipUnless":
+            assured = self.assures(a.code(condition))
+        else:
+            terms = [condition]
+            while any(isinstance(t, cst.BooleanOperation) and isinstance(t.operator, cst.Or) for t in terms):
+                terms = [part for t in terms for part in (
+                    (t.left, t.right) if isinstance(t, cst.BooleanOperation) and isinstance(t.operator, cst.Or)
+                    else (t,))]
+            assured = any(self._unavailable(a.code(t)) for t in terms)
+        if not assured:
+            return None
+        more = ", ..." if len(expr.args) > 1 else ""
+        return f"@{a.code(func)}({a.code(condition)}{more})"
+
+    def _unavailable(self, term: str) -> bool:
+        """Whether the test ``term`` holds wherever CUDA is not available: ``not
+        <availability>``, or too few GPUs (``torch.cuda.device_count() < 2``, ``== 0``)."""
+        term = " ".join(term.split())
+        m = re.fullmatch(r"not\b\s*(.+)", term)  # (`not a and b` negates `a` alone)
+        if m and not re.search(r"\b(?:and|or)\b", m.group(1)) and self.assures(m.group(1)):
+            return True
+        m = re.fullmatch(r"([A-Za-z_]\w*)\.cuda\.device_count\(\s*\)\s*(<|==|<=)\s*(\d+)", term)
+        return bool(m) and m.group(1) == (self.a.torch_alias or "torch") and (
+            int(m.group(3)) >= 1 if m.group(2) == "<" else int(m.group(3)) == 0)
 
     def flag_values(self, flag: str) -> Tuple[str, ...]:
         """The right-hand sides of every ``flag = ...`` line of the file (a name or

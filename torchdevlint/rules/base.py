@@ -370,19 +370,27 @@ class Context:
         that imports nothing of torch but names (``from torch import tensor``) gets
         ``import torch`` with it."""
         a = self.analysis
+        fn = self.defining_function(site)
+        if fn is None:
+            return None, [], _LIBRARY
+        memo = a.memo.setdefault("local_device_definition", {})
+        if fn not in memo:
+            memo[fn] = self._local_device_definition(fn)
+        name, edits, why = memo[fn]
+        if (name is not None and a.torch_alias is None and a.torch_name_at(site.scope, site.order) is None
+                and self._own_torch_import(fn) is not None):
+            return None, [], "display only: the function imports `torch` after this line"
+        return name, list(edits), why
+
+    @staticmethod
+    def defining_function(site: CallSite) -> Optional[cst.FunctionDef]:
+        """The ``def`` whose first statement ``local_device_definition`` defines the device
+        in for ``site`` (the innermost around it, a lambda's own ``def``); None at module
+        or class level."""
         scope = site.scope
         while scope is not None and not (scope.function is not None and isinstance(scope.node, cst.FunctionDef)):
             scope = scope.parent
-        if scope is None:
-            return None, [], _LIBRARY
-        memo = a.memo.setdefault("local_device_definition", {})
-        if scope.node not in memo:
-            memo[scope.node] = self._local_device_definition(scope.node)
-        name, edits, why = memo[scope.node]
-        if (name is not None and a.torch_alias is None and a.torch_name_at(site.scope, site.order) is None
-                and self._own_torch_import(scope.node) is not None):
-            return None, [], "display only: the function imports `torch` after this line"
-        return name, list(edits), why
+        return scope.node if scope is not None else None  # type: ignore[return-value]
 
     def _local_device_definition(self, fn: cst.FunctionDef) -> Tuple[Optional[str], List[Edit], str]:
         a = self.analysis

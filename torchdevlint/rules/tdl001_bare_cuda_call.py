@@ -65,7 +65,8 @@ class BareCudaCall(Rule):
         defines one where the script's own execution starts (after the imports of a
         script: a notebook, or one with a main guard that does more than run the tests (a test module's
         `unittest.main()` makes no script: pytest imports it; nor does a module's own
-        self-test, `_test()`, as pytorchcv's model files end), or whose module level
+        self-test, `_test()`, as pytorchcv's model files end, nor calls of its `test_*`
+        functions), or whose module level
         does work; at the start of
         the main guard when every use runs in it, so that importing the module asks
         nothing). `fix` defines
@@ -79,12 +80,18 @@ class BareCudaCall(Rule):
         Where every placement of the script sits under a guard that makes CUDA certain
         (`if torch.cuda.is_available():`, or a flag every assignment of which has
         `torch.cuda.is_available()` as a conjunct, such as `args.cuda = not args.no_cuda
-        and torch.cuda.is_available()`), the fallback is never taken and `fix` uses it.
+        and torch.cuda.is_available()`, or a CUDA-only test's skip decorator), the
+        fallback is never taken and `fix` uses it.
         A library module gets no module-level definition (a CUDA query at import time
         in every importer): `fix --unsafe-fixes` defines the device with the CPU fallback
         as the first statement of the function that holds the call (**unsafe**: queried
         when the function runs, where `.cuda()` initialised CUDA anyway), which is what
-        makes a legacy repository's model files run on a CPU; `fix` alone leaves them.
+        makes a legacy repository's model files run on a CPU; `fix` alone leaves them,
+        except in a CUDA-only test: a `def` or class decorated to skip where CUDA is not
+        available (`@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, a
+        `torch.cuda.device_count() < n` term, `@unittest.skipUnless(...)`, a helper named
+        for it such as `@require_torch_gpu`) never takes the fallback, and `fix` applies
+        it (**safe**) where every site of the function moves a proven receiver.
         A module that imports only names from torch (`from torch import nn`) gets
         `import torch` after its leading imports for that definition.
         At a library's module level, or in a body on the `def` line: **display-only**. Also
@@ -150,6 +157,13 @@ class BareCudaCall(Rule):
                 '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "    model = net().to(device)\n    print(model(torch.zeros(1, 2).to(device)))\n\n\n"
                 "if __name__ == '__main__':\n    _test()\n"),
+        # ... or its test functions, called one by one (norse's test modules): pytest imports it
+        Example("import torch\n\n\ndef test_sum():\n    assert torch.ones(2).cuda().sum().item() == 2\n\n\n"
+                "if __name__ == '__main__':\n    test_sum()\n",
+                "import torch\n\n\ndef test_sum():\n"
+                '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "    assert torch.ones(2).to(device).sum().item() == 2\n\n\n"
+                "if __name__ == '__main__':\n    test_sum()\n"),
         # a default-device context is no device block: `.cuda()` still takes the current device
         Example("import torch\nfrom contextlib import contextmanager\n@contextmanager\ndef default_device(d):\n"
                 "    with torch.device(d):\n        yield\ndef run():\n    with default_device(\"cuda:1\"):\n"
@@ -328,10 +342,18 @@ class BareCudaCall(Rule):
             return
         anchor = min(s.order for s, _ in sites)
         own_cuda = analysis.classes_defining_cuda
+        kinds = {site: analysis.torch_kind(site.node.func.value, site.scope, use_project=True)  # type: ignore
+                 for site, _ in sites}
+        # a function whose every site is in a CUDA-only test and moves a proven receiver:
+        # its own definition's fallback is never taken (one applicability per definition)
+        cuda_only: dict = {}
+        for site, _ in sites:
+            fn = ctx.defining_function(site)
+            cuda_only[fn] = cuda_only.get(fn, True) and kinds[site] is not None and bool(
+                analysis.devices.skipped_without_cuda(site))
         for site, verdict in sites:
             call = site.node
-            receiver = call.func.value  # type: ignore[union-attr]
-            kind = analysis.torch_kind(receiver, site.scope, use_project=True)
+            kind = kinds[site]
             reasons = [] if kind is not None else [UNPROVEN_RECEIVER]
             edits: list = []
             defines: frozenset = frozenset()
@@ -359,6 +381,11 @@ class BareCudaCall(Rule):
                 device_code = name or analysis.device_name
                 if name is None:
                     applicability, reasons = Applicability.DISPLAY, [f"display only: {why}"]
+                elif local and cuda_only[ctx.defining_function(site)]:  # a CUDA-only test's
+                    applicability, settled = Applicability.SAFE, True
+                    reasons.insert(0, f"a device defined in the function: "
+                                      f"`{analysis.devices.skipped_without_cuda(site)}` runs it only where CUDA "
+                                      "is available, so its CPU fallback is never taken")
                 elif local:  # no `defines`: one function's own name, no other fix binds it
                     applicability, settled = Applicability.UNSAFE, True
                     reasons.insert(0, why)

@@ -160,21 +160,26 @@ class DeviceFacts:
         roots = [root for root, reach in self._reach_of.items() if owner in reach]
         if len(roots) != 1 or roots[0] not in self.index_targets:
             return None
-        fn = self.a.functions.get(roots[0])
-        if fn is None or fn.klass is not None or not fn.params or not isinstance(fn.node, cst.FunctionDef):
-            return None
-        return fn
+        return self.a.functions.get(roots[0])
 
     @cached_property
-    def index_targets(self) -> Set[object]:
-        """Functions handed to a launcher that calls them with the process index first."""
-        out: Set[object] = set()
+    def index_targets(self) -> Dict[object, str]:
+        """Functions handed to a launcher that calls them with the process index first ->
+        the parameter that receives it (``Analysis.first_free_parameter``); plain
+        functions of this file only, each handed with one such parameter."""
+        out: Dict[object, str] = {}
         for site in self.a.calls:
-            if site.qualname in N.INDEX_LAUNCHERS and site.node.args and site.node.args[0].keyword is None:
-                fn = self.a.local_function(site.node.args[0].value, site.scope)
-                if fn is not None:
-                    out.add(fn.node)
-        return out
+            if site.qualname not in N.INDEX_LAUNCHERS:
+                continue
+            first = site.node.args[0] if site.node.args and site.node.args[0].keyword is None else None
+            handed = first or site.keyword("fn")  # spawn(fn, args=...), spawn(fn=worker)
+            if handed is not None:
+                value = handed.value
+                fn = self.a.local_function(value, site.scope)
+                index = self.a.first_free_parameter(value, site.scope)
+                if fn is not None and index is not None and out.setdefault(fn.node, index) != index:
+                    out[fn.node] = ""  # handed twice, with the index in two places
+        return {node: index for node, index in out.items() if index}
 
     @cached_property
     def launcher_bound(self) -> Set[object]:

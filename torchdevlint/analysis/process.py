@@ -134,10 +134,33 @@ class ProcessFlow:
 
     def setup_path(self, site: CallSite) -> Set[object]:
         """The code that runs with ``site`` in one process: its function, the functions
-        that call it (transitively), and everything any of those calls."""
+        that call it (transitively), and everything any of those calls; where one of
+        them calls a function it was handed (``def run(fn, rank): setup(rank); fn(rank)``),
+        every function of this file handed on as a value, and what those call."""
         fn = self.owner(site)
         here = fn.node if fn is not None else None
-        return self.reach(self.reach({here}, upward=True), upward=False)
+        path = self.reach(self.reach({here}, upward=True), upward=False)
+        callers, handed = self._callbacks
+        return path | self.reach(handed, upward=False) if path & callers else path
+
+    @cached_property
+    def _callbacks(self) -> Tuple[Set[object], Set[object]]:
+        """(the functions that call one of their own parameters, the functions of this
+        file passed as an argument: ``mp.spawn(worker)``, ``partial(wrapper, fn)``,
+        ``self._spawn(test_sync)``), read in one pass over the calls."""
+        callers: Set[object] = set()
+        handed: Set[object] = set()
+        for site in self.a.calls:
+            fn = self.owner(site)
+            func = site.node.func
+            if fn is not None and isinstance(func, cst.Name) and func.value in fn.params:
+                callers.add(fn.node)
+            for arg in site.node.args:
+                if isinstance(arg.value, (cst.Name, cst.Attribute)):
+                    value = self.a.local_function(arg.value, site.scope)
+                    if value is not None and not isinstance(value.node, cst.Lambda):
+                        handed.add(value.node)
+        return callers, handed
 
     def binds_device_in(self, path: Set[object]) -> bool:
         """Whether code on ``path`` (function nodes; None: module level) binds a device."""
@@ -362,26 +385,23 @@ class ProcessFlow:
         a = self.a
         if not fn.params:
             return None
-        if self._spawned(fn):
-            return fn.params[0]
+        spawned = a.devices.index_targets
+        if fn.node in spawned:
+            return spawned[fn.node]
         found: List[str] = []
         for call in a.calls:
             if self.callee(call) is not fn:
                 continue
             caller = a.enclosing_function(call.scope)
-            if caller is None or not caller.params or not self._spawned(caller):
+            if caller is None or caller.node not in spawned:
                 return None
             positional = [arg for arg in call.node.args if arg.keyword is None and not arg.star]
             index = next((i for i, arg in enumerate(positional) if isinstance(arg.value, cst.Name)
-                          and arg.value.value == caller.params[0]), None)
+                          and arg.value.value == spawned[caller.node]), None)
             if index is None or index >= len(fn.params):
                 return None
             found.append(fn.params[index])
         return found[0] if found and len(set(found)) == 1 else None
-
-    def _spawned(self, fn: FunctionInfo) -> bool:
-        return any(t.function is fn and t.site is not None and t.site.qualname in N.PROCESS_SPAWNERS
-                   for t in self.a.targets)
 
 
 _BINDER = re.compile(r"(?:^|_)(?:get|set|select|setup|init|bind|pin)_?(?:cuda_|gpu_|local_)?device(?:$|_)|device_setup")

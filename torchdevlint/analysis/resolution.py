@@ -73,6 +73,26 @@ class ResolutionMixin:
                 return self.method(klass, expr.attr.value)
         return None
 
+    def first_free_parameter(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:
+        """The parameter of the function of this file ``expr`` names that a caller's first
+        positional argument lands in: its first, or the first after those a
+        ``partial(f, a, ...)`` binds (``mp.spawn(partial(wrapper, test_fn))`` hands the
+        process index to ``wrapper``'s second). None for a method, a lambda, or no such
+        parameter."""
+        fn = self.local_function(expr, scope)
+        if fn is None or fn.klass is not None or not isinstance(fn.node, cst.FunctionDef):
+            return None
+        bound = 0
+        while isinstance(expr, cst.Call) and self.qualname(expr.func, scope) == N.PARTIAL and expr.args:
+            positional = [arg for arg in expr.args[1:] if arg.keyword is None]
+            if any(arg.star for arg in positional):
+                return None
+            bound += len(positional)
+            expr = expr.args[0].value
+        params = fn.node.params
+        names = [p.name.value for p in (*params.posonly_params, *params.params)]
+        return names[bound] if bound < len(names) else None
+
     def local_class(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassInfo]:
         if not isinstance(expr, cst.Name):
             return None

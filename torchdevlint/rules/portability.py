@@ -325,10 +325,9 @@ def spawn_ranks(a) -> FrozenSet[str]:
     found = a.memo.get("spawn_ranks")
     if found is None:
         names = set()
-        for node in a.devices.index_targets:
+        for node, index in a.devices.index_targets.items():
             fn = a.functions.get(node)
-            if fn is not None and fn.params:
-                index = fn.params[0]
+            if fn is not None:
                 names.add(index)
                 names.update(re.findall(rf"(?m)^[ \t]*([A-Za-z_][\w.]*)[ \t]*=[ \t]*{re.escape(index)}[ \t]*$",
                                         a.code(fn.node)))

@@ -80,8 +80,9 @@ class RankCodeOnFixedDevice(Rule):
         **unsafe**, it changes placement (which is the point). When no rank is in scope
         at a bare `.cuda()` (a helper, a class the worker builds) but a single
         `mp.spawn`/`start_processes` target runs it, that target receives the local rank
-        first: the fix binds each process's GPU as the target's first statement (`if
-        torch.cuda.is_available(): torch.cuda.set_device(rank % torch.cuda.device_count())`)
+        first (after the arguments a `functools.partial` binds): the fix binds each
+        process's GPU as the target's first statement (`if torch.cuda.is_available():
+        torch.cuda.set_device(rank % torch.cuda.device_count())`)
         and moves to the script's device (CPU fallback; in a library module, the
         function's own), which then resolves to that GPU: **unsafe**. Otherwise display
         only: bind the rank's device first.
@@ -197,6 +198,21 @@ class RankCodeOnFixedDevice(Rule):
             "        torch.cuda.set_device(rank % torch.cuda.device_count())\n"
             "    return Net()\nif __name__ == '__main__':\n    mp.spawn(worker, args=(3,), nprocs=2)\n",
         ),
+        # ... handed through `partial(worker, cfg)`: the index is the parameter after the bound one
+        Example(
+            "import functools\nimport torch\nimport torch.multiprocessing as mp\n"
+            "def build():\n    return torch.nn.Linear(2, 2).cuda()\n"
+            "def worker(cfg, rank):\n    return build()\n"
+            "if __name__ == '__main__':\n    mp.spawn(functools.partial(worker, {}), nprocs=2)\n",
+            "import functools\nimport torch\nimport torch.multiprocessing as mp\n"
+            'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+            "def build():\n    return torch.nn.Linear(2, 2).to(device)\n"
+            "def worker(cfg, rank):\n"
+            "    if torch.cuda.is_available():  # each spawned process on its own GPU\n"
+            "        torch.cuda.set_device(rank % torch.cuda.device_count())\n"
+            "    return build()\n"
+            "if __name__ == '__main__':\n    mp.spawn(functools.partial(worker, {}), nprocs=2)\n",
+        ),
         # ... not when two per-process entries reach it (which one's rank?)
         Example(
             "import torch\nimport torch.multiprocessing as mp\ndef build():\n    return torch.zeros(3).cuda()\n"
@@ -279,13 +295,13 @@ class RankCodeOnFixedDevice(Rule):
         if name is None or head is None:
             return None
         line, indent = head
-        rank, newline = worker.params[0], a.module.default_newline
+        rank, newline = a.devices.index_targets[worker.node], a.module.default_newline
         binding = (f"{indent}if {torch}.cuda.is_available():  # each spawned process on its own GPU{newline}"
                    f"{indent}    {torch}.cuda.set_device({rank} % {torch}.cuda.device_count()){newline}")
         edits = [Edit((line, 0), (line, 0), binding)] + list(definition) + [ctx.cuda_to_device(node, name)]
         return Fix(Applicability.UNSAFE,
                    f"Bind each process's GPU first in `{worker.name}` (`torch.cuda.set_device({rank} % "
-                   f"torch.cuda.device_count())`, its first parameter is the local rank) and use `.to({name})` "
+                   f"torch.cuda.device_count())`, `{rank}` is the local rank) and use `.to({name})` "
                    f"({why})", tuple(edits), defines)
 
 

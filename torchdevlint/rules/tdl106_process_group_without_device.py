@@ -28,8 +28,10 @@ class ProcessGroupWithoutDevice(Rule):
         backend at all: the default uses NCCL for CUDA) without `device_id=`, when
         nothing on the process's setup path binds the rank's device. The setup path is
         the function that makes the call, the functions of this file that call it, and
-        everything those call. A binding is `torch.cuda.set_device(...)` (any backend's
-        `set_device`, `torch.accelerator.set_device_index`), a
+        everything those call (where one calls a function it was handed, every function
+        of this file handed on as a value, `mp.spawn(partial(wrapper, test_fn))`). A
+        binding is `torch.cuda.set_device(...)` (any backend's `set_device`,
+        `torch.accelerator.set_device_index`), a
         `with torch.cuda.device(...)` block, a per-process `CUDA_VISIBLE_DEVICES`
         assignment, or a helper whose name says it binds one (`select_device`,
         `setup_device` ...). Quiet when the backend is computed elsewhere (unknowable
@@ -96,6 +98,12 @@ class ProcessGroupWithoutDevice(Rule):
         "    dist.init_process_group(backend=args.dist_backend)\n",
         # a group of one process (SyncBatchNorm on a single GPU)
         "import torch.distributed as dist\ndef init():\n    dist.init_process_group('nccl', rank=0, world_size=1)\n",
+        # the setup path runs a function it was handed, and the one this file hands on binds
+        # (peft's distributed tests: a wrapper sets up the group, then runs the test)
+        "import functools, torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+        "def wrapper(fn, rank):\n    dist.init_process_group('nccl', rank=rank, world_size=2)\n    fn(rank)\n"
+        "def test_sync(rank):\n    torch.cuda.set_device(rank)\n    dist.barrier()\n"
+        "def run():\n    mp.spawn(functools.partial(wrapper, test_sync), nprocs=2)\n",
     )
     INVALID = (
         # the local rank as the method read it, through `self` (simpletransformers' models:
@@ -107,6 +115,17 @@ class ProcessGroupWithoutDevice(Rule):
                 "        self.args = self._load(args)\n        if self.args.local_rank != -1:\n"
                 "            torch.distributed.init_process_group(backend='nccl', "
                 "device_id=torch.device(\"cuda\", self.args.local_rank))\n"),
+        # a spawn target handed through `partial(wrapper, test_fn)`: the index lands in the
+        # parameter after the bound one, and the test function it runs binds nothing
+        Example("import functools\nimport torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+                "def wrapper(fn, rank):\n    dist.init_process_group('nccl', rank=rank, world_size=2)\n    fn(rank)\n"
+                "def test_sync(rank):\n    dist.barrier()\n"
+                "def run():\n    mp.spawn(functools.partial(wrapper, test_sync), nprocs=2)\n",
+                "import functools\nimport torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+                "def wrapper(fn, rank):\n    dist.init_process_group('nccl', rank=rank, world_size=2, "
+                "device_id=torch.device(\"cuda\", rank))\n    fn(rank)\n"
+                "def test_sync(rank):\n    dist.barrier()\n"
+                "def run():\n    mp.spawn(functools.partial(wrapper, test_sync), nprocs=2)\n"),
         # the launcher's local rank as parsed into a namespace bound before the call
         # (retinaface's inference script: `args = get_args()`)
         Example("import torch\n\n\ndef main():\n    args = get_args()\n"

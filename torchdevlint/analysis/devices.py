@@ -740,10 +740,12 @@ class DeviceFacts:
         return None if _moves(site, first) else DeviceChoice(f"{first}.device", False, f"the input `{first}`")
 
     # ------------------------------------------------------------ input devices
-    def input_device(self, site: CallSite) -> Optional[str]:
+    def input_device(self, site: CallSite, made_of: Optional[cst.CSTNode] = None) -> Optional[str]:
         """An input tensor whose device is at hand: a parameter of the enclosing function
         that the function asks for its device (``p.device``, ``p.is_cuda``,
-        ``p.get_device()``), preferring the one a conditional around the site tests."""
+        ``p.get_device()``), or one the new tensor is made from (``made_of``: by default
+        the receiver of the ``.cuda()`` at ``site``; TDL005 gives the legacy constructor
+        call), preferring the one a conditional around the site tests."""
         a = self.a
         fn = a.enclosing_function(site.scope)
         if fn is None or isinstance(fn.node, cst.Lambda):
@@ -760,11 +762,12 @@ class DeviceFacts:
                               body)]  # (the parameter itself: not `self.<p>`, an attribute of that name)
         if not asked:  # the new tensor is made from a tensor input: torch.tensor(y.size(0)).cuda(),
             # or sized by names its shape gives (`dim_k, dim_b = q.shape`, `n = x.size(0)`)
-            receiver = a.code(site.node.func.value)  # type: ignore[union-attr]
-            named = set(re.findall(r"(?<![\w.])[A-Za-z_]\w*\b", receiver + " " + self._factory_behind(site, fn)))
+            made = (a.code(site.node.func.value) + " " + self._factory_behind(site, fn)  # type: ignore[union-attr]
+                    if made_of is None else a.code(made_of))
+            named = set(re.findall(r"(?<![\w.])[A-Za-z_]\w*\b", made))
             asked = [p for p in params if (p in named or named & _dimensions_of(body, p)) and (
                 _annotated_tensor(fn, p) or re.search(
-                    rf"(?<![\w.]){re.escape(p)}\.(?:(?:size|dim|numel|detach|type_as|element_size|float|half|contiguous)\(|shape\b)",
+                    rf"(?<![\w.]){re.escape(p)}\.(?:(?:size|dim|numel|detach|type_as|element_size|float|half|contiguous|unsqueeze)\(|shape\b)",
                     body) and not _numpy_array(body, p))]
         if not asked:
             return None
@@ -1190,10 +1193,13 @@ def _numpy_array(body: str, param: str) -> bool:
 
 def _dimensions_of(body: str, tensor: str) -> Set[str]:
     """The names a function binds to ``tensor``'s dimensions: ``dim_k, dim_b = q.shape``,
-    ``n = x.size(0)``, ``b, c = x.shape[:2]``, ``h = x.shape[2]``."""
+    ``n = x.size(0)``, ``b, c = x.shape[:2]``, ``h = x.shape[2]``; or to a number read
+    from it (``max_len = torch.max(lengths).item()``, Tacotron's mask of lengths)."""
     found: Set[str] = set()
     for m in re.finditer(rf"(?m)^[ \t]*([\w \t,()]+?)[ \t]*=[ \t]*{re.escape(tensor)}\.(?:shape\b|size\()", body):
         found.update(n for n in re.split(r"[\s,()]+", m.group(1)) if n)
+    found.update(re.findall(rf"(?m)^[ \t]*(\w+)[ \t]*=[^=\n#][^\n#]*(?<![\w.]){re.escape(tensor)}\b[^\n#]*"
+                            r"\.item\(\)[ \t]*(?:#.*)?$", body))
     return found
 
 

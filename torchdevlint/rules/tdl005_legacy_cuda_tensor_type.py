@@ -68,7 +68,10 @@ class LegacyCudaTensorType(Rule):
         `fix --unsafe-fixes` names the input's device (`x.device`: unsafe, it may not be
         the current device; it is what lets the module run on the CPU; not for that very
         input's own `.type(...)`, which it would leave where it is) and `fix` alone
-        spells `device="cuda"` (safe). With `torch.device("cuda")` in scope (or no device at all in
+        spells `device="cuda"` (safe); likewise, in any function, the device of an input
+        tensor the function asks for its device, or that the new tensor is made from
+        (sized by `std.size()`, by `max_len = torch.max(lengths).item()`). With
+        `torch.device("cuda")` in scope (or no device at all in
         a library module, where the fix spells `device="cuda"`) the rewrite is exactly
         the old behaviour: **safe**; in a library module's function `fix --unsafe-fixes`
         defines the device there instead, with the CPU fallback (**unsafe**; as TDL001).
@@ -160,13 +163,15 @@ class LegacyCudaTensorType(Rule):
                 "import torch\ndef noise(batch):\n" + DEVICE
                 + "    return torch.empty(batch, 100, dtype=torch.float32, "
                 'device=device).normal_()\n'),
-        # Tacotron 2's length mask: a number from `.item()` is a size
+        # Tacotron 2's length mask (copied into NeMo and fairseq): a number from `.item()` is a
+        # size, read from the input, whose device the mask takes
         Example("import torch\ndef get_mask_from_lengths(lengths):\n    max_len = torch.max(lengths).item()\n"
                 "    ids = torch.arange(0, max_len, out=torch.cuda.LongTensor(max_len))\n"
                 "    return ids < lengths.unsqueeze(1)\n",
-                "import torch\ndef get_mask_from_lengths(lengths):\n" + DEVICE +
+                "import torch\ndef get_mask_from_lengths(lengths):\n"
                 "    max_len = torch.max(lengths).item()\n"
-                "    ids = torch.arange(0, max_len, out=torch.empty(max_len, dtype=torch.int64, device=device))\n"
+                "    ids = torch.arange(0, max_len, out=torch.empty(max_len, dtype=torch.int64, "
+                "device=lengths.device))\n"
                 "    return ids < lengths.unsqueeze(1)\n"),
         # a tensor (backgroundremover's U^2-Net input): taken as it is, on the device
         Example("import torch\ndef predict(sample):\n    if torch.cuda.is_available():\n"
@@ -185,16 +190,17 @@ class LegacyCudaTensorType(Rule):
                 "import torch\ndef f(n):\n" + DEVICE + "    return torch.FloatTensor(n).to(device)\n"),
         # ... display-only where the arguments are unpacked
         Example("import torch\ndef f(shape):\n    return torch.cuda.FloatTensor(*shape)\n"),
+        # made from an input tensor (sized by it): the input's device, where the code's data is
         Example("import torch\ndef noise(std):\n    return torch.cuda.FloatTensor(std.size()).normal_()\n",
-                "import torch\ndef noise(std):\n" + DEVICE + "    return torch.empty(std.size(), dtype=torch.float32, "
-                'device=device).normal_()\n'),
+                "import torch\ndef noise(std):\n    return torch.empty(std.size(), dtype=torch.float32, "
+                'device=std.device).normal_()\n'),
         # sizes and data seen through a name bound once, `x.size(0)`, `len(x)`
         Example("import torch\nimport numpy as np\ndef f(x, rows):\n    ids = [r.id for r in rows]\n"
                 "    n = len(rows) * 2\n    return torch.cuda.LongTensor(ids), torch.cuda.ByteTensor(x.size(0)), "
                 "torch.cuda.FloatTensor(n)\n",
                 "import torch\nimport numpy as np\ndef f(x, rows):\n" + DEVICE + "    ids = [r.id for r in rows]\n"
                 "    n = len(rows) * 2\n    return torch.tensor(ids, dtype=torch.int64, device=device), "
-                "torch.empty(x.size(0), dtype=torch.uint8, device=device), "
+                "torch.empty(x.size(0), dtype=torch.uint8, device=x.device), "
                 "torch.empty(n, dtype=torch.float32, device=device)\n"),
         # the binding in force at the call: the last one before it (its own statement binds after)
         Example("import torch\nimport numpy as np\ndef sample(n):\n    labels = n\n"
@@ -547,12 +553,21 @@ class LegacyCudaTensorType(Rule):
             text = f"{torch}.{factory}({head}{', ' if head else ''}dtype={torch}.{dtype}, device={device})"
             return ctx.replace(site.node, text), f"`{torch}.{factory}(..., dtype={torch}.{dtype}, device={device})`"
 
-        forward = a.devices.forward_input(site) if a.devices.chosen_device(site) is None else None
-        if forward is not None:  # inside `forward`: the input's device (unsafe); `fix` alone keeps "cuda"
-            edit, what = rewrite(forward.code)
+        chosen = a.devices.chosen_device(site)
+        forward = a.devices.forward_input(site) if chosen is None else None
+        # (not where the call converts a tensor, `.type(T)` or `T(x.cuda())`: its target is the GPU,
+        # not where the input is)
+        allocates = kind != "type" and (args is None or args[0] != "as_tensor")
+        held = (a.devices.input_device(site, made_of=site.node)
+                if chosen is None and forward is None and allocates else None)
+        if forward is not None or held is not None:  # inside `forward`, or beside an input whose device is
+            # at hand (Tacotron's get_mask_from_lengths): the input's device (unsafe); `fix` alone keeps "cuda"
+            code, why = ((forward.code, forward.why) if forward is not None
+                         else (f"{held}.device", f"the input `{held}`"))
+            edit, what = rewrite(code)
             exact, same = rewrite('"cuda"')
             return ctx.guarded(Fix(
-                Applicability.UNSAFE, f"Use {what} ({forward.why} may not be on the current device)", (edit,),
+                Applicability.UNSAFE, f"Use {what} ({why} may not be on the current device)", (edit,),
                 safe=Fix(Applicability.SAFE, f"Use {same} (the current device, as the CUDA type used)", (exact,))))
         device, edits, applicability, why = self._device(ctx, site, anchor)
         defined = bool(edits)  # a definition where the script starts: `fix` alone makes it exact

@@ -332,11 +332,14 @@ class Context:
 
     def _own_torch_import(self, fn: cst.FunctionDef) -> Optional[Tuple[str, cst.SimpleStatementLine]]:
         """A function that imports torch itself, in a statement of its body's own (``def
-        main(): import torch``): the name it binds, only ever by that import, and the line."""
-        info = self.analysis.functions.get(fn)
-        if info is None or not isinstance(fn.body, cst.IndentedBlock):
-            return None
-        return self.analysis.devices.block_torch_import(fn.body.body, info.scope.bindings)
+        main(): import torch``): the name it binds, only ever by that import, and the line
+        (once per function: every site of the function asks)."""
+        memo = self.analysis.memo.setdefault("own_torch_import", {})
+        if fn not in memo:
+            info = self.analysis.functions.get(fn)
+            memo[fn] = (None if info is None or not isinstance(fn.body, cst.IndentedBlock)
+                        else self.analysis.devices.block_torch_import(fn.body.body, info.scope.bindings))
+        return memo[fn]
 
     def _insert_after(self, block: Sequence[cst.BaseStatement], line: cst.SimpleStatementLine,
                       lines: List[str]) -> List[Edit]:
@@ -512,8 +515,10 @@ class Context:
                             after: Optional[cst.CSTNode] = None) -> List[Edit]:
         """Insert lines at module level where they run before the first use (at order
         ``anchor``) and after the unconditional import that binds torch: after the
-        imports that precede the first use, or just after ``import torch`` when that
-        comes later; after the top-level statement ``after`` where one is given. Raises
+        imports (and the module docstring) that precede the top-level statement of the
+        first use, or just after ``import torch`` when that comes later; after the
+        top-level statement ``after`` where one is given; else just before the first
+        use's statement. ``need_torch``: the lines start with ``import torch``. Raises
         ``Uninsertable`` when no such place exists. Every fix of a module asks for the
         same insertion: it is computed once."""
         key = (tuple(lines), anchor, need_torch, after)

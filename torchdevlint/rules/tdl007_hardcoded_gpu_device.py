@@ -774,7 +774,7 @@ def _stale_comment(ctx: Context, site: CallSite, edit: Edit) -> List[Edit]:
     line now does."""
     a = ctx.analysis
     row = edit.start[0]
-    if site.line is None or row < 2 or edit.start[0] != edit.end[0]:
+    if site.line is None or row < 2 or row != edit.end[0]:
         return []
     above, line = a.lines[row - 2], a.lines[row - 1]
     new = line[:edit.start[1]] + edit.content + line[edit.end[1]:]

@@ -193,3 +193,35 @@ def test_an_optimizer_step_runs_with_and_without_a_cuda_default_type(tmp_path):
                             "train.py", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
         assert r.stdout.splitlines() == [f"True {device} cuda:0"]
+
+
+CPU_TYPES = textwrap.dedent("""\
+    import torch
+    x = torch.rand(1, 3, 4, 4).cuda()
+    try:
+        torch.FloatTensor(x)  # TDL005's old rewrite of U^2-Net's torch.cuda.FloatTensor(x.cuda())
+        print("accepted")
+    except TypeError as exc:
+        print("TypeError", "device=cpu" in str(exc), "device=cuda:0" in str(exc))
+    print(torch.as_tensor(x, dtype=torch.float32, device=x.device).device)  # its rewrite now
+    print(torch.FloatTensor(torch.zeros(2)).device, tuple(torch.LongTensor(3).shape), torch.ByteTensor([1]).dtype)
+    print(isinstance(x, torch.FloatTensor), isinstance(x.cpu(), torch.FloatTensor), isinstance(x, torch.cuda.FloatTensor))
+    y, z = x.type(torch.FloatTensor), x.type(torch.LongTensor)
+    print(y.device, y.dtype, z.device, z.dtype, torch.zeros(1).type(torch.DoubleTensor).dtype)
+    print(x.type(torch.FloatTensor).type(torch.cuda.FloatTensor).device)
+    """)
+
+
+def test_cpu_types_refuse_a_cuda_tensor_as_on_a_gpu_machine(tmp_path):
+    """`torch.FloatTensor(x)` of a CUDA tensor fails on a GPU machine (the legacy CPU
+    constructor takes CPU data only): the simulator fails it too, so that a rewrite into the
+    CPU twin (`torch.FloatTensor(x.cuda())`) cannot pass there. The CPU types answer
+    `isinstance` and `.type(...)` as on that machine."""
+    assert _simulated(tmp_path, "cpu_types.py", CPU_TYPES) == [
+        "TypeError True True",
+        "cuda:0",
+        "cpu (3,) torch.uint8",
+        "False True True",
+        "cpu torch.float32 cpu torch.int64 torch.float64",
+        "cuda:0",
+    ]

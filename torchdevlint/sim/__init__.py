@@ -134,6 +134,7 @@ class Simulator:
         self.booted = False  # a spawned child's, on from its start (process.boot_child)
         self.children: List[Dict[str, Any]] = []
         self.legacy_types: Dict[str, Any] = {}  # torch.cuda.<T>Tensor stand-ins (sim.legacy)
+        self.cpu_types: Dict[Any, Any] = {}  # torch.<T>Tensor stand-ins -> torch's types (sim.legacy)
         # the (simulated) CUDA default device of factory calls, as `set_default_device("cuda")`
         # or `set_default_tensor_type(torch.cuda.FloatTensor)` set it (sim.legacy); None: torch's own
         self.default_device: Any = None

@@ -10,6 +10,10 @@
   device (or None) goes back to the CPU. ``torch.get_default_device()`` answers. The
   legacy constructor ``torch.Tensor(...)`` follows a CUDA default type, not a default
   device, as in torch.
+- The CPU types (``torch.FloatTensor`` ...) refuse a (simulated) CUDA tensor, as torch's
+  legacy constructor does on a GPU machine (``TypeError: expected ... device=cpu ... (got
+  ... device=cuda:0 ...)``); ``isinstance(x, torch.FloatTensor)`` holds for CPU tensors
+  only, and ``x.type(torch.FloatTensor)`` brings a CUDA tensor back to the CPU.
 - ``Variable(t)`` returns a tensor on ``t``'s device (``isinstance(x, Variable)`` holds for
   every tensor, as in torch >= 0.4).
 - ``torch.save`` remembers the simulated device of each tensor it writes to a path (or
@@ -66,12 +70,44 @@ def patch_legacy(sim, set_attr) -> None:
                     out = torch.empty(*args, dtype=self.dtype)
             return sim.tag(out, index, implicit)
 
+    class LegacyCpuType:
+        """A stand-in for ``torch.<T>Tensor``, the CPU type: torch's own for what it makes,
+        but it refuses a CUDA tensor (its data stays on the CPU under the simulator)."""
+
+        def __init__(self, original):
+            self.original = original
+            self.__name__ = original.__name__
+            self.dtype = original.dtype
+            self.is_cuda = False
+
+        def __repr__(self) -> str:
+            return repr(self.original)
+
+        def __instancecheck__(self, obj) -> bool:
+            return isinstance(obj, self.original) and sim.index(obj) is None
+
+        def __call__(self, *args, **kwargs):
+            for arg in args:
+                index = sim.index(arg) if isinstance(arg, torch.Tensor) else None
+                if index is not None:
+                    raise TypeError(f"expected TensorOptions(dtype={str(self.dtype).replace('torch.', '')}, "
+                                    f"device=cpu, ...) (got TensorOptions(dtype={str(arg.dtype).replace('torch.', '')}, "
+                                    f"device=cuda:{index}, ...)): {self.__name__} is a CPU type")
+            return self.original(*args, **kwargs)
+
+    cpu_types: Dict[Any, Any] = {}  # stand-in -> torch's type
+    tensortype = type(getattr(torch.FloatTensor, "original", torch.FloatTensor))  # torch's, before any stand-in
     for name, dtype in TYPES.items():
         stand_in = LegacyCudaType(name, getattr(torch, dtype))
         by_name[f"torch.cuda.{name}"] = stand_in
         if hasattr(torch.cuda, name):
             set_attr(torch.cuda, name, stand_in)
+        if isinstance(getattr(torch, name, None), tensortype):
+            cpu = LegacyCpuType(getattr(torch, name))
+            cpu_types[cpu] = cpu.original
+            set_attr(torch, name, cpu)
     sim.legacy_types = by_name
+    sim.cpu_types = cpu_types
 
     _patch_default_device(sim, set_attr, by_name)
 
@@ -188,7 +224,7 @@ def _patch_default_device(sim, set_attr, by_name: Dict[str, Any]) -> None:
         by_type[0] = stand_in is not None
         if stand_in is None:  # a CPU type: torch's own
             sim.default_device = None
-            return original_type(t)
+            return original_type(sim.cpu_types.get(t, t) if not isinstance(t, str) else t)
         if not stand_in.dtype.is_floating_point:
             raise TypeError("invalid type object: only floating-point types are supported as the default type")
         torch.set_default_dtype(stand_in.dtype)
@@ -253,6 +289,10 @@ def tensor_type(sim, args, kwargs, func):
         return name.replace("torch.", "torch.cuda.", 1) if index is not None else name
     if isinstance(target, str):
         target = sim.legacy_types.get(target, target)
+    if not isinstance(target, str) and target in sim.cpu_types:  # a CPU type: a CPU tensor of its dtype
+        with torch._C.DisableTorchFunction():
+            out = t.to(target.dtype, copy=index is not None)
+        return sim.tag(out, None) if out is not t else t
     if target in sim.legacy_types.values():
         device_index, implicit = sim.resolve(None)  # the current device, as .cuda() would
         with torch._C.DisableTorchFunction():

@@ -90,9 +90,9 @@ def patch_legacy(sim, set_attr) -> None:
             for arg in args:
                 index = sim.index(arg) if isinstance(arg, torch.Tensor) else None
                 if index is not None:
-                    raise TypeError(f"expected TensorOptions(dtype={str(self.dtype).replace('torch.', '')}, "
-                                    f"device=cpu, ...) (got TensorOptions(dtype={str(arg.dtype).replace('torch.', '')}, "
-                                    f"device=cuda:{index}, ...)): {self.__name__} is a CPU type")
+                    want, got = (str(d).replace("torch.", "") for d in (self.dtype, arg.dtype))
+                    raise TypeError(f"expected TensorOptions(dtype={want}, device=cpu, ...) (got TensorOptions("
+                                    f"dtype={got}, device=cuda:{index}, ...)): {self.__name__} is a CPU type")
             return self.original(*args, **kwargs)
 
     cpu_types: Dict[Any, Any] = {}  # stand-in -> torch's type

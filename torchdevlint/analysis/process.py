@@ -350,7 +350,9 @@ class ProcessFlow:
         """An expression for this process's local rank, visible at ``site``: a
         ``local_rank`` variable bound before it, ``args.local_rank`` (``args`` a parameter or
         bound before it), the index an
-        ``mp.spawn`` target receives (or the parameter it passes that index to), or
+        ``mp.spawn`` target receives (or the parameter it passes that index to), a name
+        the function itself uses as its GPU's index (``DDP(m, device_ids=[rank])``,
+        ``device="cuda:{}".format(device_id)``: cogdl's trainer, PyText's ``dist_init``), or
         ``int(os.environ["LOCAL_RANK"])`` where the code reads it from the launcher."""
         a = self.a
         for name in _LOCAL_RANK_NAMES:
@@ -374,6 +376,11 @@ class ProcessFlow:
             spawn_index = self._spawn_index_param(fn)
             if spawn_index is not None:
                 return spawn_index
+            for m in _GPU_INDEX.finditer(body):  # the GPU the function itself puts this rank's work on
+                name = next(g for g in m.groups() if g)  # (an index, not a device object: `.cuda(device)`)
+                if (name in fn.scope.bindings and _bound_before(fn.scope, name, site)
+                        and not re.fullmatch(r"(?:\w*_)?dev(?:ice)?s?", name)):
+                    return name
         body = a.code(fn.node) if fn is not None else a.text
         if "LOCAL_RANK" in body and a.module_scope.imports.get("os") == "os":
             return 'int(os.environ["LOCAL_RANK"])'  # what the launcher (torchrun, elastic agent) sets
@@ -416,6 +423,11 @@ def _binder_name(name: str) -> bool:
 
 
 _LOCAL_RANK_NAMES = ("local_rank", "LOCAL_RANK", "localrank", "local_rank_id", "lrank")
+# a name used as the index of this process's GPU: DDP's device list, a CUDA device built
+# from it, `.cuda(k)`, a "cuda:{}" string formatted with it
+_GPU_INDEX = re.compile(r"device_ids\s*=\s*\[\s*(\w+)\s*\]|device\(\s*[\"']cuda[\"']\s*,\s*(\w+)\s*\)"
+                        r"|\.cuda\(\s*(\w+)\s*\)|[\"']cuda:\{\}[\"']\.format\(\s*(\w+)\s*\)"
+                        r"|f[\"']cuda:\{(\w+)\}[\"']")
 
 
 def _bound_before(owner, name: str, site: CallSite) -> bool:

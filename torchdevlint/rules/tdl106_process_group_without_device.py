@@ -63,7 +63,8 @@ class ProcessGroupWithoutDevice(Rule):
     fix_safety = """
         When the code names the local rank (a `local_rank` variable, `args.local_rank`,
         the index an `mp.spawn` target receives, or the parameter a spawn target passes
-        it to), the fix adds `device_id=torch.device("cuda", <local rank>)`. It is
+        it to, or the index the function itself puts its work on: `device_ids=[rank]`,
+        `"cuda:{}".format(device_id)`), the fix adds `device_id=torch.device("cuda", <local rank>)`. It is
         **unsafe**: it binds the communicator eagerly at this call (torch >= 2.3), and on
         a machine without CUDA the call fails where the NCCL backend would have failed
         later anyway. Where the call itself chooses NCCL on a test (`backend="nccl" if
@@ -106,6 +107,29 @@ class ProcessGroupWithoutDevice(Rule):
         "def run():\n    mp.spawn(functools.partial(wrapper, test_sync), nprocs=2)\n",
     )
     INVALID = (
+        # the index the function itself puts its work on (cogdl's trainer: `.to(rank)` and
+        # DDP's `device_ids=[rank]`; PyText's dist_init: `device="cuda:{}".format(device_id)`)
+        Example("import torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel\n\n\n"
+                "def setup(rank, world, model):\n    dist.init_process_group('nccl', rank=rank, world_size=world)\n"
+                "    return DistributedDataParallel(model.to(rank), device_ids=[rank])\n",
+                "import torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel\n"
+                "import torch\n\n\n"
+                "def setup(rank, world, model):\n    dist.init_process_group('nccl', rank=rank, world_size=world, "
+                "device_id=torch.device(\"cuda\", rank))\n"
+                "    return DistributedDataParallel(model.to(rank), device_ids=[rank])\n"),
+        Example("import torch\nimport torch.distributed as dist\n\n\n"
+                "def dist_init(rank, world, device_id):\n"
+                "    dist.init_process_group('nccl', rank=rank, world_size=world)\n"
+                "    t = torch.tensor([1.0], device='cuda:{}'.format(device_id))\n    dist.all_reduce(t)\n",
+                "import torch\nimport torch.distributed as dist\n\n\n"
+                "def dist_init(rank, world, device_id):\n"
+                "    dist.init_process_group('nccl', rank=rank, world_size=world, "
+                "device_id=torch.device(\"cuda\", device_id))\n"
+                "    t = torch.tensor([1.0], device='cuda:{}'.format(device_id))\n    dist.all_reduce(t)\n"),
+        # ... not a device object (`.cuda(device)`: torch.device("cuda", device) would fail)
+        Example("import torch\nimport torch.distributed as dist\n\n\n"
+                "def setup(world, device):\n    dist.init_process_group('nccl', world_size=world)\n"
+                "    return torch.zeros(1).cuda(device)\n"),
         # the local rank as the method read it, through `self` (simpletransformers' models:
         # `args` is the parameter, which may be None; `self.args` the options built from it)
         Example("import torch\n\n\nclass Model:\n    def __init__(self, args=None):\n"

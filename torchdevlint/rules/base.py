@@ -490,7 +490,8 @@ class Context:
                 "would initialise CUDA first and make that assignment ineffective")
 
     def torch_for(self, site: CallSite) -> Tuple[str, List[Edit]]:
-        """The name that reaches ``torch`` at ``site``, and the edits that import it when
+        """The name that reaches ``torch`` at ``site`` (an import on every path before it,
+        or the name the call itself is written through), and the edits that import it when
         nothing does (raises ``Uninsertable`` where an import cannot be added)."""
         a = self.analysis
         name = a.torch_name_at(site.scope, site.order)
@@ -499,6 +500,13 @@ class Context:
         in_guard = a.devices.guard_torch_import(site.order) if a.guarded_torch_import is not None else None
         if in_guard is not None:  # `if __name__ == "__main__": import torch` bound it before the site
             return in_guard[0], []
+        root = site.node.func if isinstance(site.node, cst.Call) else None  # (TDL007's sites: a string too)
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if isinstance(root, cst.Name) and a.lookup(root.value, site.scope)[1] == "torch":
+            # the call itself reaches torch by that name (`torch.distributed.init_process_group`
+            # under `if is_torch_available(): import torch`, transformers 2.x): bound where it runs
+            return root.value, []
         return "torch", self.import_torch()
 
     def import_torch(self) -> List[Edit]:

@@ -126,6 +126,15 @@ class ProcessGroupWithoutDevice(Rule):
                 "    dist.init_process_group('nccl', rank=rank, world_size=world, "
                 "device_id=torch.device(\"cuda\", device_id))\n"
                 "    t = torch.tensor([1.0], device='cuda:{}'.format(device_id))\n    dist.all_reduce(t)\n"),
+        # torch imported only where it is available (transformers 2.x's training arguments):
+        # the call itself reaches torch by that name, so the device can
+        Example("from .file_utils import is_torch_available\n\nif is_torch_available():\n    import torch\n\n\n"
+                "def setup(local_rank):\n    torch.distributed.init_process_group(backend='nccl')\n"
+                "    return torch.device('cuda', local_rank)\n",
+                "from .file_utils import is_torch_available\n\nif is_torch_available():\n    import torch\n\n\n"
+                "def setup(local_rank):\n    torch.distributed.init_process_group(backend='nccl', "
+                "device_id=torch.device(\"cuda\", local_rank))\n"
+                "    return torch.device('cuda', local_rank)\n"),
         # ... not a device object (`.cuda(device)`: torch.device("cuda", device) would fail)
         Example("import torch\nimport torch.distributed as dist\n\n\n"
                 "def setup(world, device):\n    dist.init_process_group('nccl', world_size=world)\n"

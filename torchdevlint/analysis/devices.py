@@ -881,12 +881,7 @@ class DeviceFacts:
         if last == "skipUnless":
             assured = self.assures(a.code(condition))
         else:
-            terms = [condition]
-            while any(isinstance(t, cst.BooleanOperation) and isinstance(t.operator, cst.Or) for t in terms):
-                terms = [part for t in terms for part in (
-                    (t.left, t.right) if isinstance(t, cst.BooleanOperation) and isinstance(t.operator, cst.Or)
-                    else (t,))]
-            assured = any(self._unavailable(a.code(t)) for t in terms)
+            assured = any(self._unavailable(a.code(t)) for t in _or_terms(condition))
         if not assured:
             return None
         more = ", ..." if len(expr.args) > 1 else ""
@@ -1189,6 +1184,13 @@ def _numpy_array(body: str, param: str) -> bool:
     call (``mycount = input_array.size``, MMSelfSup's ``gather_tensors``), or
     ``.astype(...)``. Its shape sizes a new tensor, but it has no device to follow."""
     return re.search(rf"(?<![\w.]){re.escape(param)}\.(?:size\b(?!\s*\()|astype\()", body) is not None
+
+
+def _or_terms(expr: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """The terms of ``a or b or c`` (``expr`` itself when it is no ``or``)."""
+    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+        return _or_terms(expr.left) + _or_terms(expr.right)
+    return [expr]
 
 
 def _dimensions_of(body: str, tensor: str) -> Set[str]:

@@ -346,11 +346,11 @@ class BareCudaCall(Rule):
                  for site, _ in sites}
         # a function whose every site is in a CUDA-only test and moves a proven receiver:
         # its own definition's fallback is never taken (one applicability per definition)
+        homes = {site: ctx.defining_function(site) for site, _ in sites}
+        skips = {site: analysis.devices.skipped_without_cuda(site) for site, _ in sites}
         cuda_only: dict = {}
         for site, _ in sites:
-            fn = ctx.defining_function(site)
-            cuda_only[fn] = cuda_only.get(fn, True) and kinds[site] is not None and bool(
-                analysis.devices.skipped_without_cuda(site))
+            cuda_only[homes[site]] = cuda_only.get(homes[site], True) and kinds[site] is not None and bool(skips[site])
         for site, verdict in sites:
             call = site.node
             kind = kinds[site]
@@ -381,10 +381,10 @@ class BareCudaCall(Rule):
                 device_code = name or analysis.device_name
                 if name is None:
                     applicability, reasons = Applicability.DISPLAY, [f"display only: {why}"]
-                elif local and cuda_only[ctx.defining_function(site)]:  # a CUDA-only test's
+                elif local and cuda_only[homes[site]]:  # a CUDA-only test's
                     applicability, settled = Applicability.SAFE, True
                     reasons.insert(0, f"a device defined in the function: "
-                                      f"`{analysis.devices.skipped_without_cuda(site)}` runs it only where CUDA "
+                                      f"`{skips[site]}` runs it only where CUDA "
                                       "is available, so its CPU fallback is never taken")
                 elif local:  # no `defines`: one function's own name, no other fix binds it
                     applicability, settled = Applicability.UNSAFE, True

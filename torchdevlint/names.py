@@ -67,6 +67,22 @@ CUDA_ONLY = frozenset(
     # has no broadcast, scatter or gather, and data_parallel finds no device type
     | {f"torch.nn.parallel.{name}" for name in ("replicate", "scatter", "gather", "parallel_apply", "data_parallel")}
 )
+# What a collective sends goes where the process group's communicator is (NCCL's: the
+# current device), not where some input of the caller lies: torch.distributed's calls, and
+# the names wrappers give them (Horovod's and Bagua's ``allreduce``, ``allgather``); the
+# generic names (``gather``, ``scatter``, ``reduce``, ``send``) only as torch.distributed's
+COLLECTIVE_NAMES = frozenset(
+    {"all_gather", "all_gather_into_tensor", "all_gather_base", "_all_gather_base", "all_reduce",
+     "all_reduce_coalesced", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base",
+     "all_to_all", "all_to_all_single", "broadcast", "allreduce", "allgather", "allgather_into_tensor",
+     "alltoall"}
+)
+COLLECTIVES = frozenset(
+    {f"torch.distributed.{name}" for name in (
+        "gather", "scatter", "reduce", "send", "recv", "isend", "irecv", "broadcast", "all_reduce",
+        "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+        "all_to_all", "all_to_all_single")}
+)
 INIT_PROCESS_GROUP = frozenset(
     {
         "torch.distributed.init_process_group",

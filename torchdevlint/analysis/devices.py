@@ -28,7 +28,7 @@ from .core import Analysis
 from ..source import Outline
 from .treewalk import walk
 from .facts import (CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, called_name, compared,
-                    definitely_bound, dotted_name, is_bare_cuda, param_annotation)
+                    definitely_bound, dotted_name, is_bare_cuda, names_in, param_annotation)
 from .process import _is_main_guard
 from ..notebook import is_notebook_module
 
@@ -766,7 +766,7 @@ class DeviceFacts:
                     if made_of is None else a.code(made_of))
             named = set(re.findall(r"(?<![\w.])[A-Za-z_]\w*\b", made))
             asked = [p for p in params if (p in named or named & _dimensions_of(body, p)) and (
-                _annotated_tensor(fn, p) or re.search(
+                _annotated_tensor(fn, p) or not _annotated_other(fn, p) and re.search(
                     rf"(?<![\w.]){re.escape(p)}\.(?:(?:size|dim|numel|detach|type_as|element_size|float|half|contiguous|unsqueeze)\(|shape\b)",
                     body) and not _numpy_array(body, p))]
         if not asked:
@@ -969,14 +969,61 @@ class DeviceFacts:
             return Verdict("TDL003", rank, rank=self.flow.local_rank_expr(site))
         if not self._receiver_is_input(site):
             p = self.input_device(site)
-            if p is not None:
+            if p is not None and not self._sent_apart(site, p):
                 return Verdict("TDL002", f"the input `{p}`", DeviceChoice(f"{p}.device", False, f"the input `{p}`"))
         tested = self.tested_tensor(site)
-        if tested is not None:  # if next(self.parameters()).is_cuda: x = x.cuda()
+        if tested is not None and not self._sent_apart(site, tested):  # if next(self.parameters()).is_cuda: x = x.cuda()
             return Verdict("TDL002", f"`{tested}`", DeviceChoice(f"{tested}.device", False, f"`{tested}`"))
         if self._elsewhere(site, chosen):
             return Verdict("TDL004", chosen.why, chosen)  # type: ignore[union-attr]
         return Verdict("TDL001", "implicit current device", chosen)
+
+    def _sent_apart(self, site: CallSite, tensor: str) -> bool:
+        """Whether a collective later in the function sends what the ``.cuda()`` at ``site``
+        makes (the names its statement binds it to), and none of its collectives sends
+        ``tensor``'s own data where it lies (``tensor`` itself, or a name last bound to a
+        value read from it without a move). Megatron's ``local_len =
+        torch.tensor([seqlens.shape[0]]).cuda()`` then ``all_gather(counts, local_len)``,
+        Bagua's SyncBatchNorm statistics: such a tensor goes where the process group's
+        communicator is (NCCL's: the current device), and the input may be on the CPU; an
+        implicit device (TDL001), not TDL002's mix. Where the input's data is sent too
+        (data2vec's ``zs = y.sum(0)`` beside ``zc``), the code's own collectives put the
+        communicator on the input's device, and ``.to(y.device)`` is the device meant."""
+        a = self.a
+        line = site.line
+        made: Set[str] = set()
+        for small in line.body if line is not None else ():
+            if not isinstance(small, cst.Assign):
+                continue
+            for target in small.targets:
+                t, v = target.target, small.value
+                if isinstance(t, (cst.Tuple, cst.List)) and isinstance(v, (cst.Tuple, cst.List)) \
+                        and len(t.elements) == len(v.elements):  # `a, b = x.cuda(), y.cuda()`: its own
+                    pairs = [(te.value, ve.value) for te, ve in zip(t.elements, v.elements)]
+                else:
+                    pairs = [(t, v)]
+                made.update(te.value for te, ve in pairs if isinstance(te, cst.Name) and _holds(ve, site.node))
+        if not made:
+            return False
+        fn = a.enclosing_function(site.scope)
+        sent = [(other, n) for other in a.calls
+                if other.order > site.order and a.enclosing_function(other.scope) is fn and (
+                    called_name(other.node.func) in N.COLLECTIVE_NAMES
+                    or N.canonical(other.qualname or "") in N.COLLECTIVES)
+                for arg in other.node.args for n in names_in(arg.value)]
+        if not made & {n for _, n in sent}:
+            return False
+        roots = set(re.findall(r"(?<![\w.])[A-Za-z_]\w*", tensor)) - {"next", "self"}
+        scope = fn.scope if fn is not None else a.module_scope
+        for other, n in sent:
+            if n in roots:
+                return False
+            earlier = [b for b in scope.bindings.get(n, ()) if b.order < other.order]
+            value = earlier[-1].value if earlier and earlier[-1].kind == "assign" else None
+            if value is not None and roots & set(names_in(value)) and not re.search(
+                    r"\.(?:cuda|to)\(", a.code(value)):
+                return False
+        return True
 
     def _chosen(self, site: CallSite) -> Optional[DeviceChoice]:
         """The device the code chose before ``site``; exact under the test it was chosen on."""
@@ -1227,6 +1274,13 @@ def _annotated_tensor(fn: FunctionInfo, name: str) -> bool:
     return (ann.attr.value if isinstance(ann, cst.Attribute) else getattr(ann, "value", "")) == "Tensor"
 
 
+def _annotated_other(fn: FunctionInfo, name: str) -> bool:
+    """Whether the parameter is annotated with a type that holds no tensor (``cp_group:
+    ProcessGroup``, whose ``.size()`` is its number of ranks; ``n: int``)."""
+    ann = param_annotation(fn.node, name)
+    return ann is not None and "Tensor" not in cst.Module([]).code_for_node(ann)
+
+
 def _world_of_one(site: CallSite) -> bool:
     """``init_process_group(..., world_size=1)``: a single process, not one per rank."""
     arg = site.keyword("world_size")
@@ -1262,6 +1316,20 @@ def _module_level(body) -> Iterator[cst.CSTNode]:
                     yield from _module_level([child])
                 elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)):
                     yield from _module_level(getattr(child.body, "body", ()))
+
+
+def _holds(expr: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is ``expr`` or inside it."""
+    found: List[bool] = []
+
+    class Find(cst.CSTVisitor):
+        def on_visit(self, visited: cst.CSTNode) -> bool:
+            if visited is node:
+                found.append(True)
+            return not found
+
+    walk(expr, Find())
+    return bool(found)
 
 
 def _contains(a: Analysis, top: cst.CSTNode, node: object) -> bool:

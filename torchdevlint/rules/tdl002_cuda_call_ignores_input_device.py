@@ -38,7 +38,13 @@ class CudaCallIgnoresInputDevice(Rule):
         a function that keeps tensors on the CPU itself (`feats[-1] = feats[-1].cpu()`,
         BasicVSR++'s `cpu_cache`): there the inputs may be on the CPU on purpose, and
         `.cuda()` brings data back to the GPU (a bare `.cuda()`, TDL001). A result read
-        out to the CPU (`preds = out.argmax(1).cpu()`) is no offload.
+        out to the CPU (`preds = out.argmax(1).cpu()`) is no offload. Not a tensor that a
+        collective sends later (`dist.all_gather(counts, local_len)`, a wrapper's
+        `allgather(...)`) where no collective sends the input's own data: it goes where
+        the communicator is, the current device under NCCL, and the input may be on the
+        CPU (where `zs = y.sum(0)` is all-reduced beside it, as data2vec does, the
+        input's device is the communicator's: reported). Nor a parameter annotated with a
+        type that holds no tensor (`cp_group: ProcessGroup`, whose `.size()` counts ranks).
     """
     why = """
         The input is on the device the caller chose; `.cuda()` sends the new tensor to
@@ -92,6 +98,22 @@ class CudaCallIgnoresInputDevice(Rule):
         "import numpy as np\nimport torch\ndef gather_tensors(input_array):\n    myshape = input_array.shape\n"
         "    mycount = input_array.size\n    shape_tensor = torch.Tensor(np.array(myshape)).cuda()\n"
         "    return shape_tensor, mycount\n",
+        # a tensor sent by a collective goes where the communicator is (NCCL's: the current
+        # device), not to the input's, which may be the CPU (Megatron's sequence lengths)
+        "import torch\nimport torch.distributed as dist\ndef global_seqlens(seqlens: torch.Tensor, group):\n"
+        "    local_len = torch.tensor([seqlens.shape[0]], dtype=torch.int32).cuda()\n"
+        "    counts = [torch.zeros_like(local_len) for _ in range(group.size())]\n"
+        "    dist.all_gather(counts, local_len, group=group)\n    return counts\n",
+        # ... through a wrapper's name (Bagua's SyncBatchNorm statistics)
+        "import torch\ndef forward(input, eps):\n    count = torch.tensor([input.numel() // input.size(1)])\n"
+        "    mean, invstd = torch.batch_norm_stats(input, eps)\n"
+        "    count, mean = count.cuda(), mean.cuda()\n    allgather(count.unsqueeze(0), counts)\n"
+        "    allgather(mean.unsqueeze(0), means)\n    return counts.view(-1).float().to(input.device), means\n",
+        # a process group is no tensor: its `.size()` is its number of ranks (Megatron's RoPE)
+        "import torch\ndef pos_emb_on_rank(pos_emb, seq_dim, cp_group: torch.distributed.ProcessGroup):\n"
+        "    cp_size = cp_group.size()\n    cp_rank = cp_group.rank()\n"
+        "    idx = torch.tensor([cp_rank, 2 * cp_size - cp_rank - 1], device='cpu', pin_memory=True).cuda()\n"
+        "    return pos_emb.index_select(seq_dim, idx)\n",
     )
     INVALID = (
         # a name bound to a new tensor sized by the input's shape (Whisper's `dtw_cuda`, as FunASR copies it)
@@ -148,6 +170,16 @@ class CudaCallIgnoresInputDevice(Rule):
             "        label = self.blur(mask).detach().to(mask.device) if mask.is_cuda else "
             "self.blur(mask).detach().cpu()\n"
             "        return (input - label).abs().mean()\n",
+        ),
+        # sent by a collective beside the input's own data (data2vec's variance): the
+        # communicator is on the input's device
+        Example(
+            "import torch\nimport torch.distributed as dist\ndef compute_var(y):\n"
+            "    zc = torch.tensor(y.size(0)).cuda()\n    zs = y.sum(dim=0)\n"
+            "    dist.all_reduce(zc)\n    dist.all_reduce(zs)\n    return zs / zc\n",
+            "import torch\nimport torch.distributed as dist\ndef compute_var(y):\n"
+            "    zc = torch.tensor(y.size(0)).to(y.device)\n    zs = y.sum(dim=0)\n"
+            "    dist.all_reduce(zc)\n    dist.all_reduce(zs)\n    return zs / zc\n",
         ),
         # the tensor an `if` tests: the module's parameters (torchreid's FLOP counter)
         Example(

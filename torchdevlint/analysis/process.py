@@ -332,7 +332,8 @@ class ProcessFlow:
     def binding_sites(self) -> List[CallSite]:
         """Calls that bind this process's (or thread's) device: ``set_device`` of any
         backend, ``with torch.cuda.device(k)``, ``CUDA_VISIBLE_DEVICES`` writes, and
-        helpers of other modules whose name says they bind one."""
+        helpers of other modules whose name says they bind one, or that set up this
+        process's environment with its rank (``_ENV_SETUP``)."""
         out = []
         for site in self.a.calls:
             q = site.qualname
@@ -341,7 +342,8 @@ class ProcessFlow:
                 out.append(site)
             elif (q is None or not N.is_torch(q)) and self.callee(site) is None:
                 name = called_name(site.node.func)  # local helpers are read, not guessed
-                if name is not None and _binder_name(name):
+                if name is not None and (_binder_name(name) or _ENV_SETUP.search(name.lower()) and any(
+                        isinstance(arg.value, cst.Name) and _RANK_ARG.search(arg.value.value) for arg in site.node.args)):
                     out.append(site)
         return out
 
@@ -422,6 +424,11 @@ def _binder_name(name: str) -> bool:
     return bool(_BINDER.search(name) or N.DIST_SETUP_HELPER.search(name))
 
 
+# a helper of another module that sets up this process's environment and is handed its
+# rank (Bagua's tests: `setup_bagua_env(rank, env)`, `init_env(rank, env)`, which call
+# `set_device(rank)`); without the rank, an `init_env()` is as likely a simulator's
+_ENV_SETUP = re.compile(r"(?:^|_)(?:setup|init)_(?:\w+_)?env$")
+_RANK_ARG = re.compile(r"rank|^(?:gpu|gpu_id|device_id|proc_id|process_id)$", re.I)
 _LOCAL_RANK_NAMES = ("local_rank", "LOCAL_RANK", "localrank", "local_rank_id", "lrank")
 # a name used as the index of this process's GPU: DDP's device list, a CUDA device built
 # from it, `.cuda(k)`, a "cuda:{}" string formatted with it

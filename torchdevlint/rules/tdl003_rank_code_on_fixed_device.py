@@ -45,7 +45,8 @@ class RankCodeOnFixedDevice(Rule):
         `.cuda(0)`. Quiet after `torch.cuda.set_device(local_rank)` (or any backend's
         `set_device`, a per-process `CUDA_VISIBLE_DEVICES`, a launcher that binds the
         device, a helper of another module named for it, `select_device`, or for the
-        distributed setup that binds it, `init_distributed_mode`, `init_dist`) on the
+        distributed setup that binds it, `init_distributed_mode`, `init_dist`, or for
+        the process's environment and handed its rank, `setup_bagua_env(rank, env)`) on the
         same path, called first by the function, by a helper it calls first, or by a
         caller before it calls it (a distributed setup run only on a flag included: where
         it does not run there is one process); and for an index-less
@@ -138,8 +139,23 @@ class RankCodeOnFixedDevice(Rule):
         "import argparse\nimport torch\np = argparse.ArgumentParser()\np.add_argument('--device', default='cpu')\n"
         "p.add_argument('--local_rank', type=int, default=-1)\nargs = p.parse_args()\n"
         "model = torch.nn.Linear(2, 2).to(args.device)\nx = torch.randn(4, 2).cuda()\n",
+        # a helper of another module sets up the process's environment with its rank
+        # (Bagua's tests: `setup_bagua_env(rank, env)` calls `set_device(rank)`)
+        "import multiprocessing\nimport torch\nfrom tests.internal.multi_process import setup_bagua_env\n\n\n"
+        "def run_model(rank, env):\n    setup_bagua_env(rank, env)\n    model = Net().cuda()\n"
+        "    return model(torch.randn(4, 2).cuda())\n\n\n"
+        "def test_run(env):\n    for i in range(2):\n"
+        "        multiprocessing.Process(target=run_model, args=(i, env)).start()\n",
     )
     INVALID = (
+        # an environment's setup not handed the rank (a simulator's, as RL workers make
+        # one) binds no GPU
+        Example(
+            "import multiprocessing\nimport torch\nfrom envs import init_env\n\n\n"
+            "def run_model(rank, env):\n    init_env(env)\n    return Net().cuda()\n\n\n"
+            "def main(env):\n    for i in range(2):\n"
+            "        multiprocessing.Process(target=run_model, args=(i, env)).start()\n",
+        ),
         Example(
             "import torch\nimport torch.multiprocessing as mp\n"
             "def worker(rank, n):\n    return torch.zeros(n).cuda()\nmp.spawn(worker, args=(3,), nprocs=2)\n",

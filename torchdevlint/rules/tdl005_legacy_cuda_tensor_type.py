@@ -80,14 +80,15 @@ class LegacyCudaTensorType(Rule):
         with TDL001: `fix` defines `torch.device("cuda")` (**safe**: the current device,
         as the CUDA type used), `fix --unsafe-fixes` the CPU fallback (**unsafe**: that is
         what makes a legacy script run without CUDA). A call whose one argument may be
-        a size or data (a parameter, a name bound by a loop or an unpacking) becomes the
-        CPU type's constructor moved to the device, `torch.FloatTensor(rewards).to(device)`:
-        it takes either, with the meaning the CUDA type gave it (a parameter annotated
-        `int` is a size). A call that names its device (`torch.cuda.LongTensor(size,
-        device=d)`, allennlp's range vector) keeps that device: `torch.empty(size,
-        dtype=torch.int64, device=d)` (**unsafe**: where `d` names the CPU the legacy type
-        raised, and the factory allocates there). Other unpacked or named arguments are
-        display-only.
+        a size or data (a parameter, a name bound by a loop or an unpacking), or whose
+        arguments are unpacked (`*shape`), becomes the CPU type's constructor moved to
+        the device, `torch.FloatTensor(rewards).to(device)`: it takes either, with the
+        meaning the CUDA type gave it (a parameter annotated `int` is a size). A call
+        that names its device (`torch.cuda.LongTensor(size, device=d)`, allennlp's range
+        vector) keeps that device: `torch.empty(size, dtype=torch.int64, device=d)`
+        (**unsafe**: where `d` names the CPU the legacy type raised, and the factory
+        allocates there); with unpacked arguments, `torch.FloatTensor(*shape).to(d)`
+        (e2cnn's field dropout). Other named arguments (`**kw`) are display-only.
 
         A CUDA default tensor type becomes `torch.set_default_dtype(torch.float32)` and
         `torch.set_default_device(device)` (the device as above; a script's with the CPU
@@ -121,9 +122,10 @@ class LegacyCudaTensorType(Rule):
         functions goes, and each of those functions defines its own device with the CPU
         fallback (TDL001's line there: a library gets no definition at import, and the
         functions ask when they run). When `Tensor` is used in any other way (passed on,
-        `isinstance`, rebound) or one of its calls has unpacked or named arguments, the
-        fix is display-only: all of it or nothing (a call whose one argument may be a
-        size or data becomes the CPU type's, `torch.FloatTensor(x).to(device)`).
+        `isinstance`, rebound) or one of its calls has named arguments, the fix is
+        display-only: all of it or nothing (a call whose one argument may be a size or
+        data, or whose arguments are unpacked, becomes the CPU type's,
+        `torch.FloatTensor(x).to(device)`).
     """
     VALID = (
         "import torch\ntorch.set_default_tensor_type(torch.DoubleTensor)\n",
@@ -148,6 +150,11 @@ class LegacyCudaTensorType(Rule):
                 "        return torch.cuda.LongTensor(size, device=device).fill_(1)\n",
                 "import torch\ndef rng(size, device):\n    if device > -1:\n"
                 "        return torch.LongTensor(size).to(device).fill_(1)\n"),
+        # ... or unpacked arguments (e2cnn's field dropout)
+        Example("import torch\ndef drop(x, shape, device, p):\n"
+                "    mask = torch.cuda.FloatTensor(*shape, device=device).bernoulli_(1 - p)\n    return x * mask\n",
+                "import torch\ndef drop(x, shape, device, p):\n"
+                "    mask = torch.FloatTensor(*shape).to(device).bernoulli_(1 - p)\n    return x * mask\n"),
         # a script: the device is defined where it starts (CPU fallback: unsafe)
         Example("import torch\nx = torch.cuda.FloatTensor(2, 3)\n",
                 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
@@ -188,8 +195,11 @@ class LegacyCudaTensorType(Rule):
         # update): the CPU type's constructor takes either with the same meaning, then moves
         Example("import torch\ndef f(n):\n    return torch.cuda.FloatTensor(n)\n",
                 "import torch\ndef f(n):\n" + DEVICE + "    return torch.FloatTensor(n).to(device)\n"),
-        # ... display-only where the arguments are unpacked
-        Example("import torch\ndef f(shape):\n    return torch.cuda.FloatTensor(*shape)\n"),
+        # ... or unpacked arguments (a size, or one sequence of data: the CPU type unpacks them alike)
+        Example("import torch\ndef f(shape):\n    return torch.cuda.FloatTensor(*shape)\n",
+                "import torch\ndef f(shape):\n" + DEVICE + "    return torch.FloatTensor(*shape).to(device)\n"),
+        # ... display-only where they are named
+        Example("import torch\ndef f(kw):\n    return torch.cuda.FloatTensor(**kw)\n"),
         # made from an input tensor (sized by it): the input's device, where the code's data is
         Example("import torch\ndef noise(std):\n    return torch.cuda.FloatTensor(std.size()).normal_()\n",
                 "import torch\ndef noise(std):\n    return torch.empty(std.size(), dtype=torch.float32, "
@@ -340,10 +350,15 @@ class LegacyCudaTensorType(Rule):
                 'torch.cuda.is_available() else "cpu")\n\n\ndef sample(n):\n'
                 "    return torch.empty(n, 100, dtype=torch.float32, device=device).normal_(0, 1)\n\n\n"
                 "if __name__ == '__main__':\n    print(sample(4).shape)\n"),
-        # used otherwise, or with unpacked arguments: display
-        Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nmake(T)\n"),
+        # unpacked arguments: the CPU type unpacks them as the CUDA type did
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor s in shapes:\n"
-                "    x = T(*s)\n"),
+                "    x = T(*s)\n",
+                'import torch\ndevice = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")\n'
+                "for s in shapes:\n    x = torch.FloatTensor(*s).to(device)\n"),
+        # used otherwise, or with named arguments: display
+        Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nmake(T)\n"),
+        Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor kw in shapes:\n"
+                "    x = T(**kw)\n"),
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.DoubleTensor\nfor n in ns:\n"
                 "    x = T(2)\n"),
     )
@@ -593,8 +608,8 @@ class LegacyCudaTensorType(Rule):
         a = ctx.analysis
         positional = [arg for arg in site.node.args if arg is not device]  # (none unpacked or named)
         args = _constructor(a, site, positional)
-        if args is None:  # its one argument may be a size or data: the CPU twin takes either, as the CUDA type did
-            either, twin = a.code(positional[0].value), f"{torch}.{_TWINS[dtype]}"
+        if args is None:  # a size or data (one argument, or unpacked): the CPU twin takes either, as the CUDA type did
+            either, twin = _either(a, site, positional), f"{torch}.{_TWINS[dtype]}"
             return ctx.guarded(Fix(Applicability.UNSAFE, f"Use `{twin}(...).to(...)` with the device it names (the "
                                    "argument may be a size or data: the CPU type takes either)",
                                    (ctx.replace(site.node, f"{twin}({either}).to({a.code(device.value)})"),)))
@@ -883,22 +898,26 @@ _TWINS = {dtype: name for name, dtype in DTYPES.items()}
 
 def _named_device(site: CallSite) -> Optional[cst.Arg]:
     """The ``device=`` argument a legacy constructor names (not ``None``), when every other
-    argument is positional and none is unpacked."""
+    argument is positional (``*shape`` included)."""
     device = site.keyword("device")
     if device is None or (isinstance(device.value, cst.Name) and device.value.value == "None"):
         return None
     others = [arg for arg in site.node.args if arg is not device]
-    return device if all(arg.keyword is None and not arg.star for arg in others) else None
+    return device if all(arg.keyword is None and arg.star != "**" for arg in others) else None
 
 
-def _either(a, site: CallSite) -> Optional[str]:
-    """The one argument of a legacy constructor that may be a size or data (a loop's
-    variable, a parameter: ``torch.cuda.FloatTensor(rewards)``), as code; None when there
-    are more or keywords. Its CPU twin takes it either way, with the same meaning."""
-    args = list(site.node.args)
-    if len(args) != 1 or args[0].keyword is not None or args[0].star:
+def _either(a, site: CallSite, args: Optional[Sequence[cst.Arg]] = None) -> Optional[str]:
+    """The arguments of a legacy constructor (or its ``args``), as code, when they may be a
+    size or data: one that may be either (a loop's variable, a parameter:
+    ``torch.cuda.FloatTensor(rewards)``), or unpacked ones (``*shape``, e2cnn's field
+    dropout). Its CPU twin takes them either way, with the same meaning. None for a
+    keyword or ``**`` argument."""
+    args = list(site.node.args if args is None else args)
+    if not args or any(arg.keyword is not None or arg.star == "**" for arg in args):
         return None
-    return a.code(args[0].value)
+    if len(args) > 1 and not any(arg.star for arg in args):
+        return None  # sizes: `_constructor`'s
+    return ", ".join(arg.star + a.code(arg.value) for arg in args)
 
 
 def _constructor(a, site: CallSite, args: Optional[Sequence[cst.Arg]] = None) -> Optional[Tuple[str, str]]:

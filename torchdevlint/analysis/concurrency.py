@@ -295,7 +295,9 @@ class ConcurrencyMixin:
 
 def _dist_setup_helper(site: CallSite) -> bool:
     """A call of another module's helper (not torch's) whose name says it sets up the
-    distributed run (``names.DIST_SETUP_HELPER``)."""
+    distributed run (``names.DIST_SETUP_HELPER``), or another library's own
+    ``init_process_group`` (Bagua's ``bagua.init_process_group()``: the ``set_device``
+    before it binds the rank's GPU for it, and is no global switch)."""
     name = called_name(site.node.func)
     return (name is not None and not (site.qualname is not None and N.is_torch(site.qualname))
-            and bool(N.DIST_SETUP_HELPER.search(name.lower())))
+            and (bool(N.DIST_SETUP_HELPER.search(name.lower())) or name == "init_process_group"))

@@ -36,7 +36,8 @@ class GlobalSetDevice(Rule):
         Quiet when the same function (or, for a script, the module) initialises a
         process group, directly or through a local helper such as `ddp_setup()`, or calls
         another module's helper named for the distributed setup (`init_distributed_mode`,
-        `init_dist`, `setup_ddp`, `init_ddp_connection`); in a helper of the file that
+        `init_dist`, `setup_ddp`, `init_ddp_connection`) or another library's own
+        `init_process_group` (Bagua's); in a helper of the file that
         such a function calls, binding its own parameter (open_clip's
         `set_device(device)`); inside a function started by `mp.spawn`,
         `multiprocessing.Process(target=...)` or a process pool, or a helper it calls; in a
@@ -85,6 +86,11 @@ class GlobalSetDevice(Rule):
     VALID = (
         "import torch\nimport torch.distributed as dist\n"
         "def worker(gpu):\n    dist.init_process_group('nccl')\n    torch.cuda.set_device(gpu)\n",
+        # another library's process group (Bagua's tests' setup_bagua_env: scoping the call
+        # would hand every rank's later `.cuda()` back to GPU 0)
+        "import os\nimport torch\nimport bagua.torch_api as bagua\n"
+        "def setup_bagua_env(rank, env):\n    os.environ['RANK'] = str(rank)\n"
+        "    torch.cuda.set_device(rank)\n    bagua.init_process_group()\n",
         "import torch\nimport torch.multiprocessing as mp\n"
         "def run(gpu, args):\n    torch.cuda.set_device(gpu)\nmp.spawn(run, args=(1,), nprocs=2)\n",
         "import os, torch\nimport torch.distributed as dist\n"

@@ -119,6 +119,18 @@ def test_a_safe_rewrite_that_changes_behaviour_is_caught(tmp_path):
     assert not verdict.ok and any(p.startswith("on CPU torch") for p in verdict.problems)
 
 
+def test_cpu_failures_compare_by_kind():
+    """Two refusals of CUDA by CPU torch are one kind of failure (a legacy CUDA type's
+    TypeError, `.to("cuda")`'s AssertionError); other errors compare by exception."""
+    from torchdevlint.sim.proof import _failure
+
+    legacy = {"error": "TypeError: type torch.cuda.FloatTensor not available. Torch not compiled with CUDA enabled."}
+    moved = {"error": "AssertionError: Torch not compiled with CUDA enabled"}
+    assert _failure(legacy) == _failure(moved) == "no CUDA"
+    assert _failure({"error": "TypeError: bad argument"}) != _failure(moved)
+    assert _failure({"values": {}}) is None
+
+
 @pytest.mark.parametrize("path", NEGATIVES, ids=_id)
 def test_wrong_rewrite_is_rejected(verdicts, path):
     verdict = verdicts[_id(path) + ".wrong"]

@@ -107,15 +107,14 @@ def compare(original: dict, fixed: dict, original_fails_on_cpu: bool = True,
             fixed_runs_on_cpu: bool = True, same_on_cpu: bool = False, fixes_placement: bool = False) -> Verdict:
     """Checks (d), (e) and (f) of the proof: see tests/test_proof.py. ``same_on_cpu``
     (a safe fix: behaviour unchanged) replaces (d) and (e): on CPU torch both fail with
-    the same kind of error, or both run to bit-equal values. ``fixes_placement`` (a fix
+    the same kind of error (``_failure``), or both run to bit-equal values. ``fixes_placement`` (a fix
     of a placement bug, DataParallel's module off its device_ids[0]): with some GPU
     count the original fails under the simulator and the rewrite runs; with every other
     count both fail alike or run alike."""
     problems = []
     if same_on_cpu:
         a, b = _compared(original["cpu"]), _compared(fixed["cpu"])
-        kind = lambda run: run["error"].split(":")[0] if "error" in run else None  # noqa: E731
-        if kind(a) != kind(b) or ("error" not in a and a != b):
+        if _failure(a) != _failure(b) or ("error" not in a and a != b):
             problems.append("on CPU torch: " + _difference(a, b))
     else:
         if original_fails_on_cpu and "error" not in original["cpu"]:
@@ -135,6 +134,15 @@ def compare(original: dict, fixed: dict, original_fails_on_cpu: bool = True,
     if not fixes_placement and all("error" in original[f"sim{n}"] for n in GPU_COUNTS):
         problems.append("the original fails under every simulated GPU count: nothing was compared")
     return Verdict(not problems, problems, original, fixed)
+
+
+def _failure(run: dict) -> Optional[str]:
+    """The kind of a run's error: its exception's name, or "no CUDA" for any of CPU torch's
+    refusals of CUDA (a legacy ``torch.cuda.FloatTensor``'s TypeError and ``.to("cuda")``'s
+    AssertionError both say "Torch not compiled with CUDA enabled"); None when it ran."""
+    if "error" not in run:
+        return None
+    return "no CUDA" if "not compiled with CUDA enabled" in run["error"] else run["error"].split(":")[0]
 
 
 def _compared(run: dict) -> dict:

@@ -971,8 +971,8 @@ class DeviceFacts:
             p = self.input_device(site)
             if p is not None and not self._sent_apart(site, p):
                 return Verdict("TDL002", f"the input `{p}`", DeviceChoice(f"{p}.device", False, f"the input `{p}`"))
-        tested = self.tested_tensor(site)
-        if tested is not None and not self._sent_apart(site, tested):  # if next(self.parameters()).is_cuda: x = x.cuda()
+        tested = self.tested_tensor(site)  # if next(self.parameters()).is_cuda: x = x.cuda()
+        if tested is not None and not self._sent_apart(site, tested):
             return Verdict("TDL002", f"`{tested}`", DeviceChoice(f"{tested}.device", False, f"`{tested}`"))
         if self._elsewhere(site, chosen):
             return Verdict("TDL004", chosen.why, chosen)  # type: ignore[union-attr]
@@ -1278,7 +1278,10 @@ def _annotated_other(fn: FunctionInfo, name: str) -> bool:
     """Whether the parameter is annotated with a type that holds no tensor (``cp_group:
     ProcessGroup``, whose ``.size()`` is its number of ranks; ``n: int``)."""
     ann = param_annotation(fn.node, name)
-    return ann is not None and "Tensor" not in cst.Module([]).code_for_node(ann)
+    return ann is not None and "Tensor" not in _NO_MODULE.code_for_node(ann)
+
+
+_NO_MODULE = cst.Module([])  # renders a node alone (an annotation) as code
 
 
 def _world_of_one(site: CallSite) -> bool:

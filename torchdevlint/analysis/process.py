@@ -342,8 +342,7 @@ class ProcessFlow:
                 out.append(site)
             elif (q is None or not N.is_torch(q)) and self.callee(site) is None:
                 name = called_name(site.node.func)  # local helpers are read, not guessed
-                if name is not None and (_binder_name(name) or _ENV_SETUP.search(name.lower()) and any(
-                        isinstance(arg.value, cst.Name) and _RANK_ARG.search(arg.value.value) for arg in site.node.args)):
+                if name is not None and (_binder_name(name) or _rank_env_setup(name, site)):
                     out.append(site)
         return out
 
@@ -429,6 +428,14 @@ def _binder_name(name: str) -> bool:
 # `set_device(rank)`); without the rank, an `init_env()` is as likely a simulator's
 _ENV_SETUP = re.compile(r"(?:^|_)(?:setup|init)_(?:\w+_)?env$")
 _RANK_ARG = re.compile(r"rank|^(?:gpu|gpu_id|device_id|proc_id|process_id)$", re.I)
+
+
+def _rank_env_setup(name: str, site: CallSite) -> bool:
+    """A call of an environment's setup (``_ENV_SETUP``) handed a name for the rank."""
+    return bool(_ENV_SETUP.search(name.lower())) and any(
+        isinstance(arg.value, cst.Name) and _RANK_ARG.search(arg.value.value) for arg in site.node.args)
+
+
 _LOCAL_RANK_NAMES = ("local_rank", "LOCAL_RANK", "localrank", "local_rank_id", "lrank")
 # a name used as the index of this process's GPU: DDP's device list, a CUDA device built
 # from it, `.cuda(k)`, a "cuda:{}" string formatted with it

@@ -107,10 +107,10 @@ def compare(original: dict, fixed: dict, original_fails_on_cpu: bool = True,
             fixed_runs_on_cpu: bool = True, same_on_cpu: bool = False, fixes_placement: bool = False) -> Verdict:
     """Checks (d), (e) and (f) of the proof: see tests/test_proof.py. ``same_on_cpu``
     (a safe fix: behaviour unchanged) replaces (d) and (e): on CPU torch both fail with
-    the same kind of error (``_failure``), or both run to bit-equal values. ``fixes_placement`` (a fix
-    of a placement bug, DataParallel's module off its device_ids[0]): with some GPU
-    count the original fails under the simulator and the rewrite runs; with every other
-    count both fail alike or run alike."""
+    the same kind of error (``_failure``), or both run to bit-equal values.
+    ``fixes_placement`` (a fix of a placement bug, DataParallel's module off its
+    device_ids[0]): with some GPU count the original fails under the simulator and the
+    rewrite runs; with every other count both fail alike or run alike."""
     problems = []
     if same_on_cpu:
         a, b = _compared(original["cpu"]), _compared(fixed["cpu"])

@@ -77,10 +77,27 @@ def _runs_tests_only(guard: cst.If) -> bool:
 
 def _conjuncts(test: str) -> Optional[List[str]]:
     """The ``and`` conjuncts of a test's text, each with its whitespace normalised, in
-    order; None when it has an ``or`` (read from text: a guard's header)."""
+    order, parentheses around the whole test dropped (DeepRobust's ``if (is_cuda and
+    self.device == 'cuda'):``); None when it has an ``or`` (read from text: a guard's
+    header)."""
     if re.search(r"\bor\b", test):
         return None
+    test = test.strip()
+    while test.startswith("(") and _closing(test) == len(test) - 1:
+        test = test[1:-1].strip()
     return [" ".join(part.split()) for part in re.split(r"\band\b", test)]
+
+
+def _closing(text: str) -> int:
+    """The index of the bracket that closes ``text``'s first one (-1 if none does)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch in "([{") - (ch in ")]}")
+        if depth == 0:
+            return i
+    return -1
+
+
 _RANK_MARKERS = N.RANK_MARKERS
 _DEVICE_WORDS = ("cuda", "cpu", "mps", "xpu", "npu", "hpu", "meta")
 # every device type torch's device strings may name, backends' own included (a comparison

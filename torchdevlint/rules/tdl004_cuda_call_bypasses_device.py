@@ -72,6 +72,12 @@ class CudaCallBypassesDevice(Rule):
         "            img = img.cuda()\n        return self.model(img)\n",
         "import torch\ndef main(args, model):\n    if args.trt:\n        args.device = 'gpu'\n"
         "    if args.device == 'gpu':\n        model.cuda()\n",
+        # under a test, in parentheses, that the chosen device is CUDA (DeepRobust's DeepFool):
+        # `.cuda()` is that device (TDL001's, with `.to(self.device)`)
+        "import torch\nclass DeepFool:\n    def __init__(self, model, device='cuda'):\n"
+        "        self.model, self.device = model, device\n\n    def generate(self, image):\n"
+        "        is_cuda = torch.cuda.is_available()\n        if (is_cuda and self.device == 'cuda'):\n"
+        "            self.image = image.cuda()\n        return self.model(self.image)\n",
     )
     INVALID = (
         Example(

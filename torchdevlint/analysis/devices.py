@@ -762,7 +762,8 @@ class DeviceFacts:
         that the function asks for its device (``p.device``, ``p.is_cuda``,
         ``p.get_device()``), or one the new tensor is made from (``made_of``: by default
         the receiver of the ``.cuda()`` at ``site``; TDL005 gives the legacy constructor
-        call), preferring the one a conditional around the site tests."""
+        call), preferring the one a conditional around the site tests. None where what the
+        site makes is sent by a collective apart from the input's data (``_sent_apart``)."""
         a = self.a
         fn = a.enclosing_function(site.scope)
         if fn is None or isinstance(fn.node, cst.Lambda):
@@ -789,11 +790,9 @@ class DeviceFacts:
         if not asked:
             return None
         tests = [a.code(site.line) if site.line is not None else ""] + self.guard_tests(site)
-        for test in tests:  # `x.cuda() if p.is_cuda else x`, `if p.is_cuda:`: the tested input
-            for p in asked:
-                if re.search(rf"(?<![\w.]){re.escape(p)}\.is_cuda\b", test):
-                    return p
-        return asked[0]
+        held = next((p for test in tests for p in asked  # `x.cuda() if p.is_cuda else x`, `if p.is_cuda:`
+                     if re.search(rf"(?<![\w.]){re.escape(p)}\.is_cuda\b", test)), asked[0])
+        return None if self._sent_apart(site, held) else held  # a collective's tensor: the communicator's
 
     def _factory_behind(self, site: CallSite, fn: FunctionInfo) -> str:
         """The value a receiver name was last bound to before ``site`` in ``fn``, when that
@@ -986,7 +985,7 @@ class DeviceFacts:
             return Verdict("TDL003", rank, rank=self.flow.local_rank_expr(site))
         if not self._receiver_is_input(site):
             p = self.input_device(site)
-            if p is not None and not self._sent_apart(site, p):
+            if p is not None:
                 return Verdict("TDL002", f"the input `{p}`", DeviceChoice(f"{p}.device", False, f"the input `{p}`"))
         tested = self.tested_tensor(site)  # if next(self.parameters()).is_cuda: x = x.cuda()
         if tested is not None and not self._sent_apart(site, tested):
@@ -1033,6 +1032,8 @@ class DeviceFacts:
         roots = set(re.findall(r"(?<![\w.])[A-Za-z_]\w*", tensor)) - {"next", "self"}
         scope = fn.scope if fn is not None else a.module_scope
         for other, n in sent:
+            if n in made:
+                continue  # the new tensor itself, however it is sized
             if n in roots:
                 return False
             earlier = [b for b in scope.bindings.get(n, ()) if b.order < other.order]

@@ -70,7 +70,8 @@ class LegacyCudaTensorType(Rule):
         input's own `.type(...)`, which it would leave where it is) and `fix` alone
         spells `device="cuda"` (safe); likewise, in any function, the device of an input
         tensor the function asks for its device, or that the new tensor is made from
-        (sized by `std.size()`, by `max_len = torch.max(lengths).item()`). With
+        (sized by `std.size()`, by `max_len = torch.max(lengths).item()`), unless a
+        collective sends the new tensor and none sends the input's data (as TDL002). With
         `torch.device("cuda")` in scope (or no device at all in
         a library module, where the fix spells `device="cuda"`) the rewrite is exactly
         the old behaviour: **safe**; in a library module's function `fix --unsafe-fixes`
@@ -204,6 +205,12 @@ class LegacyCudaTensorType(Rule):
         Example("import torch\ndef noise(std):\n    return torch.cuda.FloatTensor(std.size()).normal_()\n",
                 "import torch\ndef noise(std):\n    return torch.empty(std.size(), dtype=torch.float32, "
                 'device=std.device).normal_()\n'),
+        # ... not one a collective sends: it goes where the communicator is (as TDL002 reads it)
+        Example("import torch\nimport torch.distributed as dist\ndef count(x):\n"
+                "    n = torch.cuda.LongTensor(x.size(0)).fill_(1)\n    dist.all_reduce(n)\n    return n\n",
+                "import torch\nimport torch.distributed as dist\ndef count(x):\n" + DEVICE
+                + "    n = torch.empty(x.size(0), dtype=torch.int64, device=device).fill_(1)\n"
+                "    dist.all_reduce(n)\n    return n\n"),
         # sizes and data seen through a name bound once, `x.size(0)`, `len(x)`
         Example("import torch\nimport numpy as np\ndef f(x, rows):\n    ids = [r.id for r in rows]\n"
                 "    n = len(rows) * 2\n    return torch.cuda.LongTensor(ids), torch.cuda.ByteTensor(x.size(0)), "

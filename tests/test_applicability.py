@@ -133,6 +133,19 @@ def test_a_cuda_only_test_with_an_unproven_receiver_keeps_its_definition_unsafe(
     assert fixed(text, unsafe=False) == text
 
 
+def test_one_statement_over_two_lines_gets_one_applicability():
+    """A statement over two lines (a list, a comprehension with its condition on the next
+    line) that moves a proven tensor and an unproven receiver: `fix` alone must not
+    convert one and leave the other, as it would not on one line."""
+    text = DEVICE + "ys = [torch.ones(2).cuda(),\n      batch.cuda()]\nzs = torch.zeros(2).cuda()\n"
+    proven, unproven, alone = findings(text)
+    assert proven.fix.applicability.value == unproven.fix.applicability.value == "unsafe"
+    assert "another site of this statement" in proven.fix.message
+    assert alone.fix.applicability.value == "safe"  # the next statement is its own
+    assert fixed(text, unsafe=False) == text.replace("torch.zeros(2).cuda()", "torch.zeros(2).to(device)")
+    assert fixed(text, unsafe=True).count(".to(device)") == 3
+
+
 @pytest.mark.parametrize("receiver, safe", [
     ("torch.ones(n) * (1 - threshold)", True),  # a legacy eval script's threshold
     ("torch.from_numpy(a).float().unsqueeze(0) / 255.0", True),

@@ -143,25 +143,34 @@ def _analyse(text: str, rules: Sequence[Rule], device_name: str, project=None,
         except Exception as exc:  # a bug in one rule must not hide the others
             found.append(tool_finding(
                 "TDL902", f"{rule.code} failed on this file: {type(exc).__name__}: {_brief(exc)}"))
-    return _one_applicability_per_statement(found, text)
+    return _one_applicability_per_statement(found, text, lambda: analysis.statement_lines)
 
 
 _STRENGTH = {Applicability.DISPLAY: 0, Applicability.UNSAFE: 1, Applicability.SAFE: 2}
 
 
-def _one_applicability_per_statement(found: List[Violation], text: str) -> List[Violation]:
-    """The placement fixes of one statement (one line), and of one CUDA-guarded block
-    (`if cuda:`, `if torch.cuda.is_available():`, `if args.cuda:`), share the weakest
-    applicability: `fix` never half-converts `yield inputs.cuda(), labels.cuda()` or a
-    block."""
-    outline: Optional[Outline] = None
+def _one_applicability_per_statement(found: List[Violation], text: str,
+                                     statement_lines: Callable[[], List[int]] = list) -> List[Violation]:
+    """The placement fixes of one statement (however many lines it spans), and of one
+    CUDA-guarded block (`if cuda:`, `if torch.cuda.is_available():`, `if args.cuda:`),
+    share the weakest applicability: `fix` never half-converts `yield inputs.cuda(),
+    labels.cuda()`, a comprehension over two lines, or a block. ``statement_lines``
+    gives the line every statement starts on, in order (asked only when two fixes may
+    share one; empty: each line its own)."""
+    candidates = [i for i, v in enumerate(found) if v.fix is not None and v.code.startswith("TDL00")]
+    if len(candidates) < 2:
+        return found
+    outline = Outline(split_lines(text))
+    starts = statement_lines()
     by_group: Dict[Tuple[str, int], List[int]] = {}
-    for i, v in enumerate(found):
-        if v.fix is not None and v.code.startswith("TDL00"):
-            outline = outline or Outline(split_lines(text))
-            block = _cuda_block(outline, v.start[0])
-            key = ("block", block) if block is not None else ("line", v.start[0])
-            by_group.setdefault(key, []).append(i)
+    for i in candidates:
+        line = found[i].start[0]
+        block = _cuda_block(outline, line)
+        if block is None:  # the statement's: the last that starts on or above the line
+            at = bisect.bisect_right(starts, line)
+            line = starts[at - 1] if at else line
+        key = ("block", block) if block is not None else ("line", line)
+        by_group.setdefault(key, []).append(i)
     for group in by_group.values():
         # a site inside another's edit is rewritten with it (`torch.device("cuda",
         # torch.cuda.current_device())`: TDL007's fallback guards TDL008's query)

@@ -167,6 +167,12 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
             cached = self._ranges[top] = (positions, self._starts[top][0] - positions[top].start.line)
         return _shift(cached[0][node], cached[1])
 
+    @cached_property
+    def statement_lines(self) -> List[int]:
+        """The line every statement, small or compound, starts on, in order (empty when
+        CPython's parser and LibCST do not count the same statements)."""
+        return sorted({line for line, _ in self._starts.values()})
+
     @property
     def statements(self) -> List[cst.CSTNode]:
         """Every statement, small and compound, in document order."""

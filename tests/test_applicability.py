@@ -156,10 +156,66 @@ def test_one_statement_over_two_lines_gets_one_applicability():
     ("(torch.randn(n) != 0).float()", True),
     ("(torch.randn(n) in seen).float()", False),  # `in` asks for a bool
     ("(0 < torch.randn(n) < 1).float()", False),  # a chain asks for a bool too
+    ("2 * (torch.rand(n) / m) - 1", True),  # after a number, the tensor's own operator (gpytorch's notebooks)
+    ("2 * weights - 1", False),
+    ("torch.max(torch.randn(n, 2), 1)[1]", True),  # a tensor's part is a tensor
+    ("torch.randn(n)[:, None]", True),
+    ("weights[0]", False),
 ])
 def test_arithmetic_on_a_tensor_is_a_tensor(receiver, safe):
     text = f"import torch\ndevice = torch.device('cuda')\nx = {receiver}\ny = x.cuda()\n"
     (v,) = findings(text)
+    assert v.fix.applicability.value == ("safe" if safe else "unsafe"), v.fix.message
+
+
+LOADER = ("import torch\nfrom torch.utils.data import DataLoader, TensorDataset\nfrom tqdm import tqdm\n"
+          "device = torch.device('cuda')\ndata = TensorDataset(torch.randn(8, 2), torch.randn(8))\n")
+
+
+@pytest.mark.parametrize("loader, loop, safe", [
+    # torch's default collation: what has `.cuda()` in a batch is a tensor, however it is unpacked
+    ("DataLoader(data, batch_size=4)", "for x, y in loader:", True),
+    ("torch.utils.data.DataLoader(data, 4, shuffle=True)", "for i, (x, y) in enumerate(loader):", True),
+    ("DataLoader(data, batch_size=4)", "for i, (x, y) in enumerate(tqdm(loader)):", True),
+    ("DataLoader(data, batch_size=4)", "for (x, y), z in zip(loader, loader):", True),
+    ("DataLoader(data, batch_size=4, collate_fn=None)", "for x, y in loader:", True),
+    # the PyTorch examples' options, unpacked from a dict written out
+    ("DataLoader(data, batch_size=4, **kwargs)", "kwargs = {'num_workers': 1, 'pin_memory': True} if cuda else {}\n"
+     "for x, y in loader:", True),
+    # anything else may batch other classes (torch_geometric's, a `Batch` with its own `cuda`)
+    ("DataLoader(data, batch_size=4, collate_fn=my_collate)", "for x, y in loader:", False),
+    ("DataLoader(data, batch_size=None)", "for x, y in loader:", False),  # no collation: items as they are
+    ("DataLoader(data, 4, True, None, None, 0, my_collate)", "for x, y in loader:", False),
+    ("DataLoader(data, batch_size=4, **kwargs)", "kwargs = {'collate_fn': my_collate}\nfor x, y in loader:", False),
+    ("DataLoader(data, batch_size=4, **kwargs)", "kwargs = {}\nkwargs['collate_fn'] = my_collate\n"
+     "for x, y in loader:", False),
+    ("DataLoader(data, batch_size=4, **options())", "for x, y in loader:", False),
+    ("GeometricLoader(data, batch_size=4)", "for x, y in loader:", False),
+    ("DataLoader(data, batch_size=4)", "for i, (x, y) in enumerate(loader, *start):", False),
+    ("DataLoader(data, batch_size=4)", "for x, *y in loader:", False),
+])
+def test_a_default_collated_batch_holds_tensors(loader, loop, safe):
+    """Parts of a batch of torch's own DataLoader without a `collate_fn`: `default_collate`
+    makes tensors (and lists, tuples, dicts and strings of them, which have no `.cuda()`),
+    and refuses any other class: a receiver bound from one is a tensor."""
+    text = f"{LOADER}loader = {loader}\n{loop}\n    x = x.cuda()\n"
+    (v,) = [v for v in findings(text) if v.code == "TDL001"]
+    assert v.fix.applicability.value == ("safe" if safe else "unsafe"), v.fix.message
+
+
+@pytest.mark.parametrize("code, safe", [
+    # an attribute assigned a tensor, and then its own move: the other assignment decides
+    ("class D:\n    def __init__(self, h):\n        self.h = torch.tensor(h)\n        self.h = self.h.cuda()\n", True),
+    ("class D:\n    def __init__(self, h):\n        self.h = h\n        self.h = self.h.cuda()\n", False),
+    # rows of a tensor, a literal or comprehension of tensors
+    ("for x in torch.randn(3, 2):\n    x = x.cuda()\n", True),
+    ("xs = [torch.ones(2) for _ in range(3)]\nys = [x.cuda() for x in xs]\n", True),
+    ("for x in (torch.ones(2), torch.zeros(2)):\n    x = x.cuda()\n", True),
+    ("for x in (torch.ones(2), batch):\n    x = x.cuda()\n", False),
+    ("for x in [x for x in x]:\n    x = x.cuda()\n", False),
+])
+def test_receivers_proven_by_what_makes_them(code, safe):
+    (v,) = [v for v in findings(DEVICE + code) if v.code == "TDL001"]
     assert v.fix.applicability.value == ("safe" if safe else "unsafe"), v.fix.message
 
 

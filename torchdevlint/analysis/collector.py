@@ -128,6 +128,7 @@ class _Collector(cst.CSTVisitor):
         self.conds: List[List[Tuple[int, str]]] = [[]]
         self.complete_ifs: Set[int] = set()  # ids of the `if`s that have an `else`
         self.ifs: Dict[int, cst.If] = {}  # every `if`, by the id `cond` names it with
+        self.comprehensions: Dict[cst.CSTNode, Scope] = {}  # each comprehension's own scope
 
     # every node gets a document-order index; only top-level statements keep theirs
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -142,6 +143,7 @@ class _Collector(cst.CSTVisitor):
             self.statements.append(node)
         if comprehension:  # a scope of its own
             self._push(Scope("comprehension", node, self.scope, "<comprehension>"))
+            self.comprehensions[node] = self.scope
         return visit is None or visit(self, node) is not False
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -208,7 +210,7 @@ class _Collector(cst.CSTVisitor):
     def leave_MatchCase(self, node: cst.MatchCase) -> None:
         self._leave()
 
-    def _bind(self, name: str, kind: str, value, scope: Optional[Scope] = None) -> None:
+    def _bind(self, name: str, kind: str, value, scope: Optional[Scope] = None, source=None) -> None:
         name = ident(name)
         scope = scope or self.scope
         if kind == "walrus":  # PEP 572: a comprehension's walrus binds outside it
@@ -221,7 +223,7 @@ class _Collector(cst.CSTVisitor):
             declared.bind(Binding(name, "other", None, self.counter, (("elsewhere", "call"),)))
             return
         cond = tuple(self.conds[-1]) if scope is self.scope else ()
-        scope.bind(Binding(name, kind, value, self.counter, cond))
+        scope.bind(Binding(name, kind, value, self.counter, cond, source))
 
     def visit_Module(self, node: cst.Module) -> None:
         self.top_level = set(node.body)
@@ -417,24 +419,28 @@ class _Collector(cst.CSTVisitor):
             self._bind(node.target.value, "walrus", node.value)
 
     def visit_For(self, node: cst.For) -> None:
-        self._target(node.target, None, kind="for")
+        self._target(node.target, None, kind="for", source=(node.iter, ()))
 
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        self._target(node.target, None, kind="for")  # in the comprehension's own scope
+    def visit_CompFor(self, node: cst.CompFor) -> None:  # in the comprehension's own scope
+        self._target(node.target, None, kind="for", source=(node.iter, ()))
 
-    def _target(self, target: cst.BaseExpression, value, kind: str = "assign") -> None:
+    def _target(self, target: cst.BaseExpression, value, kind: str = "assign",
+                source: Optional[Tuple[cst.BaseExpression, Tuple[int, ...]]] = None) -> None:
         if isinstance(target, cst.Name):
-            self._bind(target.value, kind, value)
+            self._bind(target.value, kind, value, source=source)
         elif isinstance(target, (cst.Tuple, cst.List)):
             values = value.elements if isinstance(value, (cst.Tuple, cst.List)) else None
             if values is not None and (len(values) != len(target.elements) or any(
                     isinstance(e, cst.StarredElement) for e in list(values) + list(target.elements))):
                 values = None
+            starred = any(isinstance(e, cst.StarredElement) for e in target.elements)
             for i, el in enumerate(target.elements):
                 if isinstance(el, cst.StarredElement):
                     self._target(el.value, None, "other")
                 elif values is not None:  # a, b = x.cuda(), y.cuda(): pair them up
                     self._target(el.value, values[i].value, kind)
+                elif source is not None and not starred:  # for x, y in loader: each item's i-th
+                    self._target(el.value, None, kind, (source[0], source[1] + (i,)))
                 else:
                     self._target(el.value, None, "other")
         elif isinstance(target, cst.Attribute) and _attribute_key(target) is not None:

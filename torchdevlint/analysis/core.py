@@ -66,6 +66,7 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         self.imported_modules = collector.imported_modules
         self.with_items = collector.with_items
         self.attr_sets = collector.attr_sets
+        self.comprehensions = collector.comprehensions
         self._ranges: Dict[cst.CSTNode, tuple] = {}
         self._line_ranges: Dict[cst.SimpleStatementLine, object] = {}
         self.memo: Dict[str, Dict] = {}  # per-module caches for fix helpers

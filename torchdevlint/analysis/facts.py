@@ -24,6 +24,9 @@ class Binding:
     # the branches it runs under: (id of an if/loop/try/match, which part), outermost
     # first; () when it runs whenever its scope's body runs (see ``definitely_bound``)
     cond: Tuple[Tuple[int, str], ...] = ()
+    # a loop target's (kind ``for``): what it iterates, and where in each item the name
+    # sits (``for i, (x, y) in enumerate(loader)``: y is at (1, 1) of enumerate's items)
+    source: Optional[Tuple[cst.BaseExpression, Tuple[int, ...]]] = None
 
 
 @dataclass(eq=False)

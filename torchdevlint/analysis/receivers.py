@@ -3,6 +3,7 @@ name is bound to."""
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Tuple
 
 import libcst as cst
@@ -49,6 +50,12 @@ _TENSOR_CLASSES = frozenset(
 _MODULE_CONSTRUCTOR_PREFIXES = ("torch.nn.", "torchvision.models.", "timm.create_model")
 _NOT_MODULE_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
                                       "torch.nn.init", "torch.nn.functional", "torch.nn.utils"})
+# torch's own loaders: without a `collate_fn` each batch is made by `default_collate`,
+# which gives tensors (and lists, dicts, tuples, strings of them) and refuses anything else
+_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+_LOADER_HOOKS = frozenset({"collate_fn", "batch_size"})  # (`batch_size=None` turns collation off)
+# progress bars that hand on the items of what they wrap
+_PASS_THROUGH = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
 UNPROVEN_RECEIVER = "the receiver may not be a torch tensor or module"  # a fix's reason
 _CYCLE = "<cycle>"  # a name whose value depends on itself, while it is being typed
 
@@ -73,6 +80,32 @@ def _kind_of_torch_callable(q: str) -> Optional[str]:
     if len(parts) == 2 and parts[0] == "torch" and parts[1][:1].islower() and parts[1] not in _NOT_TENSOR_FUNCS:
         return "tensor"
     return None
+
+
+def _is_number(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+        expr = expr.expression
+    return isinstance(expr, (cst.Integer, cst.Float))
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _plain_options(value: cst.BaseExpression) -> bool:
+    """A dict of a DataLoader's options, written out, that leaves collation as it is
+    (either of a conditional's two)."""
+    if isinstance(value, cst.IfExp):
+        return _plain_options(value.body) and _plain_options(value.orelse)
+    if not isinstance(value, cst.Dict):
+        return False
+    for el in value.elements:
+        if not isinstance(el, cst.DictElement) or not isinstance(el.key, cst.SimpleString):
+            return False
+        key = el.key.evaluated_value
+        if key == "collate_fn" and not _is_none(el.value) or key == "batch_size" and _is_none(el.value):
+            return False
+    return True
 
 
 def _module_kind(facts) -> Optional[str]:
@@ -123,11 +156,16 @@ class ReceiversMixin:
                 return _CYCLE  # x = x.float(): the other bindings decide
             self._typing.add(key)
             try:
-                return self._kind_of_bindings(self.values_of(expr.value, scope), _depth, use_project)
+                return self._kind_of_name(expr.value, scope, _depth, use_project)
             finally:
                 self._typing.discard(key)
+        if isinstance(expr, cst.Subscript):  # `self.h[i:j]`, `torch.max(x, 1)[1]`: a tensor's part is one
+            kind = self.torch_kind(expr.value, scope, _depth + 1, use_project)
+            return kind if kind in ("tensor", _CYCLE) else None
         if isinstance(expr, cst.BinaryOperation):  # `torch.ones(n) * (1 - t)`: the tensor's own operator
-            kind = self.torch_kind(expr.left, scope, _depth + 1, use_project)
+            # (after a number, `2 * (x / m) - 1`, the right operand's: the number's gives way)
+            operand = expr.right if _is_number(expr.left) else expr.left
+            kind = self.torch_kind(operand, scope, _depth + 1, use_project)
             return kind if kind in ("tensor", _CYCLE) else None
         if (isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1
                 and isinstance(expr.comparisons[0].operator, _ELEMENTWISE_COMPARISONS)):
@@ -140,10 +178,100 @@ class ReceiversMixin:
         if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
                 and expr.value.value == "self"):
             klass = self.enclosing_class(scope)
-            if klass is not None and expr.attr.value in klass.self_attrs:
-                values = [(v, klass.scope) for v in klass.self_attrs[expr.attr.value]]
-                return self._kind_of_bindings(values, _depth, use_project)
+            values = self._self_attr_values(klass, expr.attr.value) if klass is not None else None
+            if values:
+                key = (f"self.{expr.attr.value}", id(klass.node))  # type: ignore[union-attr]
+                if key in self._typing:
+                    return _CYCLE  # self.h = self.h.cuda(): the other assignments decide
+                self._typing.add(key)
+                try:
+                    return self._kind_of_bindings(values, _depth, use_project)
+                finally:
+                    self._typing.discard(key)
         return None
+
+    def _kind_of_name(self, name: str, scope: Scope, depth: int, use_project: bool) -> Optional[str]:
+        """What every binding of ``name`` seen from ``scope`` gives: an assignment's value,
+        a loop target's part of the items it iterates (None when any is unknown)."""
+        owner, imported = self.lookup(name, scope)
+        if owner is None or imported is not None:
+            return None
+        kinds = set()
+        for b in owner.bindings[name]:
+            if b.kind in ("assign", "walrus") and b.value is not None:
+                kinds.add(self.torch_kind(b.value, owner, depth + 1, use_project))
+            elif b.kind == "for" and b.source is not None:
+                kinds.add(self._kind_of_items(b.source[0], b.source[1], owner, depth + 1, use_project))
+            else:
+                return None
+        kinds.discard(_CYCLE)
+        return kinds.pop() if len(kinds) == 1 else None
+
+    def _kind_of_items(self, iterable: cst.BaseExpression, path: Tuple[int, ...], scope: Scope, depth: int,
+                       use_project: bool) -> Optional[str]:
+        """The kind of the part at ``path`` of each item that iterating ``iterable`` gives
+        (``for i, (x, y) in enumerate(loader)``: y is at (1, 1)): 'tensor' for a tensor's
+        rows and a literal or comprehension of tensors, and for any part of a batch of
+        torch's ``DataLoader`` that collates by default (what has ``.cuda()`` there is a
+        tensor); through ``enumerate``, ``zip`` and tqdm's bars."""
+        if depth > 12:
+            return None
+        if isinstance(iterable, cst.Call):
+            func, args = iterable.func, iterable.args
+            positional = [a.value for a in args if a.keyword is None and not a.star]
+            builtin = (func.value if isinstance(func, cst.Name) and self.lookup(func.value, scope)[0] is None
+                       else None)
+            if builtin in ("enumerate", "zip") and len(positional) == len(args) and positional and path:
+                if builtin == "enumerate":  # (index, item)
+                    return (self._kind_of_items(positional[0], path[1:], scope, depth + 1, use_project)
+                            if path[0] == 1 and len(positional) <= 2 else None)
+                return (self._kind_of_items(positional[path[0]], path[1:], scope, depth + 1, use_project)
+                        if path[0] < len(positional) else None)
+            q = self.qualname(func, scope)
+            if q in _PASS_THROUGH and positional and args[0].keyword is None:
+                return self._kind_of_items(positional[0], path, scope, depth + 1, use_project)
+            if q in _LOADERS:
+                return "tensor" if self._collates_by_default(iterable, scope) else None
+        if isinstance(iterable, (cst.List, cst.Tuple)) and not path and iterable.elements:
+            if any(isinstance(e, cst.StarredElement) for e in iterable.elements):
+                return None
+            return self._kind_of_bindings([(e.value, scope) for e in iterable.elements], depth, use_project)
+        if isinstance(iterable, (cst.ListComp, cst.GeneratorExp)) and not path and iterable in self.comprehensions:
+            kind = self.torch_kind(iterable.elt, self.comprehensions[iterable], depth + 1, use_project)
+            return kind if kind in ("tensor", "module") else None
+        if isinstance(iterable, (cst.Name, cst.Attribute)):
+            if self.torch_kind(iterable, scope, depth + 1, use_project) == "tensor":
+                return "tensor"  # a tensor's rows, and their parts
+            values = self.held_values(iterable, scope)
+            if values:
+                kinds = {self._kind_of_items(v, path, s, depth + 1, use_project) for v, s in values}
+                return kinds.pop() if len(kinds) == 1 else None
+            return None
+        return "tensor" if self.torch_kind(iterable, scope, depth + 1, use_project) == "tensor" else None
+
+    def _collates_by_default(self, call: cst.Call, scope: Scope) -> bool:
+        """Whether a ``DataLoader(...)`` makes its batches with ``default_collate``: no
+        ``collate_fn`` (nor more than the dataset and batch size by position), and a
+        batch size that is not None; options unpacked from a dict (``**kwargs``, the
+        PyTorch examples' ``{'num_workers': 1, 'pin_memory': True} if args.cuda else {}``)
+        only where every dict it holds is written out and never changed."""
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if len(positional) > 2 or (len(positional) == 2 and _is_none(positional[1].value)):
+            return False
+        for arg in call.args:
+            if arg.star == "*":
+                return False
+            if arg.star == "**":
+                values = self.held_values(arg.value, scope)
+                if values is None or not isinstance(arg.value, cst.Name) or not all(
+                        _plain_options(v) for v, _ in values) or re.search(
+                        rf"(?<![\w.]){re.escape(arg.value.value)}\s*(?:\[|\.\s*(?:update|setdefault)\b)", self.text):
+                    return False
+            elif arg.keyword is not None and arg.keyword.value in _LOADER_HOOKS and not (
+                    arg.keyword.value == "batch_size" and not _is_none(arg.value)) and not (
+                    arg.keyword.value == "collate_fn" and _is_none(arg.value)):
+                return False
+        return True
 
     def _kind_of_returns(self, fn, depth: int, use_project: bool) -> Optional[str]:
         node = fn.node

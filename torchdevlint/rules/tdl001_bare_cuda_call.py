@@ -98,7 +98,12 @@ class BareCudaCall(Rule):
         display-only when a class in the same file defines its own `cuda` method, and
         when the definition would run before the module's own `CUDA_VISIBLE_DEVICES`
         assignment (see TDL105). Unsafe too when the receiver may be another class with
-        its own `.cuda()` (bitsandbytes' `Int8Params` quantizes in it).
+        its own `.cuda()` (bitsandbytes' `Int8Params` quantizes in it). A receiver is
+        proven by what makes it: a torch factory or module class, this file's helpers
+        and classes, a tensor's methods, parts (`x[i]`) and rows, a literal or
+        comprehension of tensors, and any part of a batch of torch's `DataLoader`
+        without a `collate_fn` (`for i, (data, target) in enumerate(train_loader):`, also
+        through tqdm or `zip`): `default_collate` makes tensors and refuses other classes.
     """
     VALID = (
         "import torch\nx = torch.zeros(3).cuda(1)\n",

@@ -106,17 +106,17 @@ def test_a_guard_that_makes_cuda_certain_makes_the_fallback_device_safe(flag, gu
 def test_a_cuda_only_test_makes_its_own_fallback_device_safe(prelude, decorator, safe):
     """A test that runs only where CUDA is available (skipped elsewhere) takes the
     device its function defines, CPU fallback and all, exactly as `.cuda()` did: `fix`
-    applies it there, and only there. On a test class it covers every method."""
+    applies it there, and only there (elsewhere its safe twin, the device `.cuda()` uses).
+    On a test class it covers every method."""
     text = f"import sys\nimport torch\n{prelude}\n\n{decorator}\ndef test_gpu():\n    x = torch.ones(2).cuda()\n"
     [v] = [v for v in findings(text) if v.code == "TDL001"]
     assert (v.fix.applicability.value == "safe") is safe, v.fix.message
     converted = fixed(text, unsafe=False)
-    assert (converted != text) is safe
-    if safe:
-        assert converted == text.replace("    x = torch.ones(2).cuda()\n", (
-            '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
-            "    x = torch.ones(2).to(device)\n"))
-        assert fixed(converted, unsafe=False) == converted
+    fallback = 'torch.device("cuda" if torch.cuda.is_available() else "cpu")'
+    assert converted == text.replace("    x = torch.ones(2).cuda()\n", (
+        f"    device = {fallback}\n" if safe else f"    # the device of `.cuda()`; for a CPU fallback: {fallback}\n"
+        '    device = torch.device("cuda")\n') + "    x = torch.ones(2).to(device)\n")
+    assert fixed(converted, unsafe=False) == converted
     on_class = (f"import torch\n{prelude}\n\n{decorator}\nclass T:\n"
                 "    def test_gpu(self):\n        x = torch.ones(2).cuda()\n")
     [v] = [v for v in findings(on_class) if v.code == "TDL001"]
@@ -124,13 +124,20 @@ def test_a_cuda_only_test_makes_its_own_fallback_device_safe(prelude, decorator,
 
 
 def test_a_cuda_only_test_with_an_unproven_receiver_keeps_its_definition_unsafe():
-    """One definition per function, one applicability: the site whose receiver is not
-    provably torch holds back the proven one (else a later `--unsafe-fixes` finds a
-    half-converted test)."""
+    """One fallback definition per function, one applicability: the site whose receiver
+    is not provably torch holds back the proven one. `fix` alone gives the proven one the
+    exact device `.cuda()` uses, defined in the function, which the other site takes with
+    `--unsafe-fixes` later: nothing is left half converted."""
     text = ("import pytest\nimport torch\n\n\n@pytest.mark.skipif(not torch.cuda.is_available(), reason='x')\n"
             "def test_gpu(batch):\n    x = torch.ones(2).cuda()\n    y = batch.cuda()\n")
-    assert {v.fix.applicability.value for v in findings(text)} == {"unsafe"}
-    assert fixed(text, unsafe=False) == text
+    proven, unproven = findings(text)
+    assert proven.fix.applicability.value == unproven.fix.applicability.value == "unsafe"
+    assert proven.fix.safe is not None and unproven.fix.safe is None
+    exact = fixed(text, unsafe=False)
+    assert exact == text.replace("    x = torch.ones(2).cuda()\n", (
+        '    # the device of `.cuda()`; for a CPU fallback: torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+        '    device = torch.device("cuda")\n    x = torch.ones(2).to(device)\n'))
+    assert fixed(exact, unsafe=True) == exact.replace("batch.cuda()", "batch.to(device)")
 
 
 def test_one_statement_over_two_lines_gets_one_applicability():
@@ -217,6 +224,40 @@ def test_a_default_collated_batch_holds_tensors(loader, loop, safe):
 def test_receivers_proven_by_what_makes_them(code, safe):
     (v,) = [v for v in findings(DEVICE + code) if v.code == "TDL001"]
     assert v.fix.applicability.value == ("safe" if safe else "unsafe"), v.fix.message
+
+
+def test_a_library_function_gets_the_exact_device_from_fix_alone():
+    """A library module gets no device at import; its function gets one of its own: the CPU
+    fallback with `--unsafe-fixes`, and from `fix` alone the exact device `.cuda()` uses
+    (TorchKGE's loader, which imports only names from torch, gets `import torch` for it).
+    A site whose receiver is not proven stays for `--unsafe-fixes`, which then uses that
+    device; a second pass changes nothing."""
+    text = ("from torch import tensor\n\n\ndef batches(heads, n, extra):\n    \"\"\"Batches.\"\"\"\n"
+            "    h = tensor(heads)\n    for i in range(n):\n        yield h[i].cuda()\n        yield extra.cuda()\n")
+    proven, unproven = findings(text)
+    assert proven.fix.safe is not None and unproven.fix.safe is None
+    assert "falls back to the CPU" in proven.fix.message
+    exact = fixed(text, unsafe=False)
+    assert exact == text.replace("from torch import tensor\n", "from torch import tensor\nimport torch\n").replace(
+        '"""Batches."""\n', '"""Batches."""\n    # the device of `.cuda()`; for a CPU fallback: '
+        'torch.device("cuda" if torch.cuda.is_available() else "cpu")\n    device = torch.device("cuda")\n').replace(
+        "h[i].cuda()", "h[i].to(device)")
+    assert fixed(exact, unsafe=False) == exact
+    assert fixed(exact, unsafe=True) == exact.replace("extra.cuda()", "extra.to(device)")
+
+
+def test_a_library_comprehension_over_two_lines_stays_whole():
+    """mushroom-rl's approximator: one comprehension over two lines moves a proven tensor
+    and an unproven argument in a library function; `fix` alone gives neither the
+    function's exact device (it would convert one and leave the other)."""
+    text = ("import numpy as np\nimport torch\n\n\ndef predict(network, *args):\n"
+            "    torch_args = [torch.as_tensor(x).cuda()\n"
+            "                  if isinstance(x, np.ndarray) else x.cuda() for x in args]\n"
+            "    return network(*torch_args)\n")
+    proven, unproven = findings(text)
+    assert proven.fix.safe is None and "another site of this statement" in proven.fix.message
+    assert fixed(text, unsafe=False) == text
+    assert fixed(text, unsafe=True).count(".to(device)") == 2
 
 
 def test_a_modules_type_conversion_is_unsafe_where_a_tensors_is_safe():

@@ -362,7 +362,7 @@ class Context:
         indent = text[:len(text) - len(text.lstrip())]
         return Edit((row, 0), (row, 0), "".join(indent + x + a.module.default_newline for x in lines))
 
-    def local_device_definition(self, site: CallSite) -> Tuple[Optional[str], List[Edit], str]:
+    def local_device_definition(self, site: CallSite, exact: bool = False) -> Tuple[Optional[str], List[Edit], str]:
         """In a library module, which gets no module-level definition, a device defined
         as the first statement of the ``def`` that holds ``site`` (after its docstring),
         with the CPU fallback: ``--unsafe-fixes`` only. It queries CUDA when the function
@@ -371,15 +371,17 @@ class Context:
         why not) at module or class level, in a one-line body, where torch is imported
         only conditionally, or in a module that sets ``CUDA_VISIBLE_DEVICES``. A module
         that imports nothing of torch but names (``from torch import tensor``) gets
-        ``import torch`` with it."""
+        ``import torch`` with it. ``exact``: its safe twin at the same place, as
+        ``exact_definition`` is at a script's start (``torch.device("cuda")``, the device
+        `.cuda()` uses, under a comment that gives the fallback)."""
         a = self.analysis
         fn = self.defining_function(site)
         if fn is None:
             return None, [], _LIBRARY
         memo = a.memo.setdefault("local_device_definition", {})
-        if fn not in memo:
-            memo[fn] = self._local_device_definition(fn)
-        name, edits, why = memo[fn]
+        if (fn, exact) not in memo:
+            memo[fn, exact] = self._local_device_definition(fn, exact)
+        name, edits, why = memo[fn, exact]
         if (name is not None and a.torch_alias is None and a.torch_name_at(site.scope, site.order) is None
                 and self._own_torch_import(fn) is not None):
             return None, [], "display only: the function imports `torch` after this line"
@@ -395,17 +397,22 @@ class Context:
             scope = scope.parent
         return scope.node if scope is not None else None  # type: ignore[return-value]
 
-    def _local_device_definition(self, fn: cst.FunctionDef) -> Tuple[Optional[str], List[Edit], str]:
+    def _local_device_definition(self, fn: cst.FunctionDef, exact: bool) -> Tuple[Optional[str], List[Edit], str]:
         a = self.analysis
         hazard = self.module_query_hazard()
         if hazard:
             return None, [], hazard
+
+        def definition(torch: str) -> List[str]:
+            fallback = f'{torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
+            return ([f"{FALLBACK_COMMENT}{fallback}", f'{name} = {torch}.device("cuda")'] if exact
+                    else [f"{name} = {fallback}"])
+
         own = self._own_torch_import(fn)
         if own is not None:  # `def main(): import torch`: the device goes after that import
             torch, line = own
             name = a.free_name(a.device_name)
-            definition = f'{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
-            return name, self._insert_after(fn.body.body, line, [definition]), (  # type: ignore[attr-defined]
+            return name, self._insert_after(fn.body.body, line, definition(torch)), (  # type: ignore[attr-defined]
                 "a device defined in the function after its `import torch` (falls back to the CPU)")
         torch, imports = a.torch_alias, []
         if torch is None:  # `from torch import tensor` only (TorchKGE), or no torch import at all
@@ -419,8 +426,8 @@ class Context:
             return None, [], f"{_LIBRARY} (and the function's body is on its `def` line)"
         line, indent = head
         name = a.free_name(a.device_name)
-        definition = f'{indent}{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
-        return name, imports + [Edit((line, 0), (line, 0), definition + a.module.default_newline)], (
+        text = "".join(indent + x + a.module.default_newline for x in definition(torch))
+        return name, imports + [Edit((line, 0), (line, 0), text)], (
             "a device defined in the function (falls back to the CPU): a library module gets no "
             "device at import" + ("; `import torch` added" if imports else ""))
 

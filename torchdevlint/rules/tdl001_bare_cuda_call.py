@@ -17,8 +17,8 @@ class BareCudaCall(Rule):
     needs = (("bare:cuda",),)  # the gate on the code: a `cuda` method called with no device
     fixable = "always"
     fix_summary = ('`.to(device)` (safe with an exact device in scope, or with a script device defined as '
-                   '`torch.device("cuda")`; a CPU fallback is unsafe; in a library module, defined in the '
-                   'function: unsafe)')
+                   '`torch.device("cuda")`, in a library module defined so in the function; a CPU fallback '
+                   'is unsafe)')
     what = """
         A `.cuda()` call with no device (no positional argument, no `device=`, or
         `device=None`) that is merely implicit: none of the bug-grade shapes (TDL002
@@ -86,12 +86,14 @@ class BareCudaCall(Rule):
         in every importer): `fix --unsafe-fixes` defines the device with the CPU fallback
         as the first statement of the function that holds the call (**unsafe**: queried
         when the function runs, where `.cuda()` initialised CUDA anyway), which is what
-        makes a legacy repository's model files run on a CPU; `fix` alone leaves them,
-        except in a CUDA-only test: a `def` or class decorated to skip where CUDA is not
-        available (`@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, a
+        makes a legacy repository's model files run on a CPU; `fix` alone defines
+        `device = torch.device("cuda")` there instead, under the same comment (**safe**:
+        exact, and nothing runs at import) where the receiver is proven. In a CUDA-only
+        test (a `def` or class decorated to skip where CUDA is not available:
+        `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`, a
         `torch.cuda.device_count() < n` term, `@unittest.skipUnless(...)`, a helper named
-        for it such as `@require_torch_gpu`) never takes the fallback, and `fix` applies
-        it (**safe**) where every site of the function moves a proven receiver.
+        for it such as `@require_torch_gpu`) the fallback is never taken, and `fix`
+        applies it (**safe**) where every site of the function moves a proven receiver.
         A module that imports only names from torch (`from torch import nn`) gets
         `import torch` after its leading imports for that definition.
         At a library's module level, or in a body on the `def` line: **display-only**. Also
@@ -363,6 +365,7 @@ class BareCudaCall(Rule):
             edits: list = []
             defines: frozenset = frozenset()
             exact: bool = False  # a definition `fix` alone may make exact (no CPU fallback)
+            local: bool = False  # that definition is the function's own
             forward = analysis.devices.forward_input(site) if verdict.device is None else None
             # unsafe whatever the receiver (the input's device, a function's own fallback):
             # the whole-run index, which can prove a receiver, cannot help (not worth a pass)
@@ -392,7 +395,9 @@ class BareCudaCall(Rule):
                                       f"`{skips[site]}` runs it only where CUDA "
                                       "is available, so its CPU fallback is never taken")
                 elif local:  # no `defines`: one function's own name, no other fix binds it
-                    applicability, settled = Applicability.UNSAFE, True
+                    applicability = Applicability.UNSAFE
+                    # a proven receiver: `fix` alone defines the exact device in the function
+                    exact = not reasons
                     reasons.insert(0, why)
                 else:
                     defines = frozenset({name})
@@ -414,6 +419,11 @@ class BareCudaCall(Rule):
             move = ctx.cuda_to_device(call, device_code)
             if applicability is Applicability.DISPLAY:
                 fix = Fix(applicability, message)
+            elif exact and local:
+                safe = Fix(Applicability.SAFE, f'Use `.to({device_code})` (`{device_code} = torch.device("cuda")` '
+                           "defined in the function: the device `.cuda()` uses, at each use)",
+                           tuple(ctx.local_device_definition(site, exact=True)[1]) + (move,))
+                fix = Fix(applicability, message, tuple(edits) + (move,), safe=safe)
             elif exact:
                 fix = ctx.defined_device_fix(
                     applicability, message,

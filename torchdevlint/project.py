@@ -1,6 +1,6 @@
 """Whole-run knowledge: the classes of every file of a run, so that a receiver built from
-a class of a sibling file (``from models import *``, ``from .nets import Generator``) is
-provably a torch module.
+a class of a sibling file (``from models import *``, ``from .nets import Generator``, a
+package's ``__init__`` that re-exports it) is provably a torch module.
 
 Built once per CLI run, from the class headers and imports of the files that define
 classes, and
@@ -25,6 +25,9 @@ ClassFacts = Tuple[bool, bool]
 class ProjectIndex:
     classes: Dict[str, Optional[ClassFacts]] = field(default_factory=dict)  # "mod.Class" -> facts
     exports: Dict[str, Set[str]] = field(default_factory=dict)  # module key -> its class names
+    # names a module imports, and so re-exports (a package's `__init__`: `from .networks
+    # import Generator`): "models.Generator" -> "models.networks.Generator"
+    aliases: Dict[str, str] = field(default_factory=dict)
     # the files of the run that only its scripts import (through package `__init__`s too):
     # their module level runs where a script starts (a yacs configuration's defaults)
     script_modules: Set[str] = field(default_factory=set)
@@ -41,7 +44,8 @@ class ProjectIndex:
         import json
 
         data = [sorted(self.classes.items()), sorted((k, sorted(v)) for k, v in self.exports.items()),
-                sorted(self.script_modules), sorted((self.legacy_constructors or {}).items())]
+                sorted(self.script_modules), sorted((self.legacy_constructors or {}).items()),
+                sorted(self.aliases.items())]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:16]
 
     def for_file(self, path: str) -> "ProjectIndex":
@@ -57,12 +61,32 @@ class ProjectIndex:
 
     def lookup(self, qualname: str) -> Optional[ClassFacts]:
         """Facts for ``pkg.models.Generator`` or ``.models.Generator`` (a relative import):
-        matched on the longest module suffix the index knows."""
+        matched on the longest module suffix the index knows, through the modules that
+        re-export it (``from models import Generator`` of a package whose ``__init__``
+        imports it)."""
+        qualname = self.defining(qualname)
+        if _torch_module(qualname):  # re-exported from torch (`from torch.nn import Module as Base`)
+            return True, False
         key = _suffix_hit(qualname, self.classes)
         return self.classes[key] if key is not None else None
 
+    def defining(self, qualname: str, classes: Optional[Dict[str, object]] = None) -> str:
+        """``qualname`` followed through re-exports to where a class of ``classes`` (the
+        index's own by default) is defined, as far as the index knows (a few hops at
+        most: a cycle ends it)."""
+        classes = self.classes if classes is None else classes
+        for _ in range(_HOPS):
+            if _suffix_hit(qualname, classes) is not None:
+                return qualname
+            alias = _suffix_hit(qualname, self.aliases)
+            if alias is None:
+                return qualname
+            qualname = self.aliases[alias]
+        return qualname
+
     def star(self, modules: Iterable[str], name: str) -> Optional[ClassFacts]:
-        """Facts for ``name`` brought in by ``from <module> import *``."""
+        """Facts for ``name`` brought in by ``from <module> import *`` (a class the
+        module defines, or one it imports)."""
         for module in modules:
             key = module.lstrip(".")
             parts = key.split(".")
@@ -70,11 +94,15 @@ class ProjectIndex:
                 suffix = ".".join(parts[i:])
                 if name in self.exports.get(suffix, ()):
                     return self.classes.get(f"{suffix}.{name}")
+                if f"{suffix}.{name}" in self.aliases:
+                    return self.lookup(self.aliases[f"{suffix}.{name}"])
         return None
 
 
 
 MAX_FILES = 500  # files read to index one run: the seeds' imports, and their bases' imports
+MAX_DEPTH = 4  # import hops from a seed (a package `__init__` that re-exports is not one)
+_HOPS = 8  # re-exports followed from a name to its class
 
 
 def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
@@ -112,6 +140,7 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
 
     queue: List[Tuple[str, int]] = [(p, 0) for p in (seeds if seeds is not None else list(keys_of))]
     seen: Set[str] = set()
+    aliases: Dict[str, str] = {}
     files: List[Tuple[List[str], Dict[str, str], List[Tuple[str, List[str], bool]]]] = []
     while queue and len(seen) < MAX_FILES:
         path, depth = queue.pop(0)
@@ -125,15 +154,22 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
         classes = _classes(text) if "class " in text else []
         if classes:
             files.append((keys_of[path], imports, classes))
-        if depth >= 3 or (seeds is None):
+        package = _package(keys_of[path][0], path)
+        for local, target in imports.items():
+            if local not in {c for c, _, _ in classes}:
+                for key in keys_of[path]:  # two files that disagree: unknown
+                    name, absolute = f"{key}.{local}", _absolute(target, package)
+                    aliases[name] = absolute if aliases.get(name, absolute) == absolute else ""
+        if depth >= MAX_DEPTH or (seeds is None):
             continue
+        hop = 0 if os.path.basename(path) == "__init__.py" else 1  # a package's re-exports: the same hop
         for target in list(imports.values()) + _stars(text):
             for candidate in _files_for(target, keys_of[path][0], by_key):
                 if candidate not in seen:
-                    queue.append((candidate, depth + 1))
+                    queue.append((candidate, depth + hop))
     # which classes are nn.Modules: from torch's own bases, through the run's classes
     raw: Dict[str, List[Tuple[List[str], bool]]] = {}
-    index = ProjectIndex()
+    index = ProjectIndex(aliases={k: v for k, v in aliases.items() if v})
     for keys, imports, classes in files:
         local = {c for c, _, _ in classes}
         for name, bases, own_cuda in classes:
@@ -146,6 +182,7 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
     for qual, defs in raw.items():
         for bases, _ in defs:
             for b in bases:
+                b = index.defining(b, raw)
                 if _torch_module(b):
                     work.append(qual)
                 else:
@@ -243,6 +280,23 @@ def _files_for(dotted: str, own_key: str, by_key: Dict[str, List[str]]) -> List[
             if found:
                 return found
     return []
+
+
+def _package(key: str, path: str) -> str:
+    """The package a module's relative imports start from: a package's ``__init__`` is
+    its own, another module's is the one that holds it."""
+    return key if os.path.basename(path) == "__init__.py" else key.rpartition(".")[0]
+
+
+def _absolute(dotted: str, package: str) -> str:
+    """``dotted`` as an import of a module of ``package`` names it, with its leading
+    dots resolved (``.networks.Generator`` from ``models`` -> ``models.networks.Generator``)."""
+    level = len(dotted) - len(dotted.lstrip("."))
+    if not level:
+        return dotted
+    parts = package.split(".") if package else []
+    parts = parts[:len(parts) - (level - 1)] if level > 1 else parts
+    return ".".join(parts + [dotted.lstrip(".")])
 
 
 def _stars(text: str) -> List[str]:

@@ -246,27 +246,31 @@ def test_classes_a_package_re_exports_are_proven_through_its_init(tmp_path):
     its modules, whose bases lie three modules deeper (`Generator(Block)`, `Block(Base)`,
     `Base(nn.Module)`, one of them imported from torch under another name). A script's
     `from models import Generator` (or `*`) is followed to the class; a re-exported class
-    with its own `cuda()` stays unsafe; the findings are those of the file alone."""
+    with its own `cuda()`, or one that inherits it, stays unsafe; the findings are those of
+    the file alone."""
     models = tmp_path / "models"
     models.mkdir()
-    (models / "__init__.py").write_text("from .networks import Generator, Quantized\nfrom models.blocks import Block\n")
+    (models / "__init__.py").write_text("from .networks import Generator, Quantized, Packed\n"
+                                        "from models.blocks import Block\n")
     (models / "networks.py").write_text(
         "import torch.nn as nn\nfrom .blocks import Block\n\n\nclass Generator(Block):\n    pass\n\n\n"
-        "class Quantized:\n    def cuda(self):\n        return self\n")
+        "class Quantized(nn.Module):\n    def cuda(self):\n        return self\n\n\nclass Packed(Quantized):\n    pass\n")
     (models / "blocks.py").write_text("from .base import Base\n\n\nclass Block(Base):\n    pass\n")
     (models / "base.py").write_text("from .layers import Module\n\n\nclass Base(Module):\n    pass\n")
     (models / "layers.py").write_text("from torch.nn import Module\n")
     (tmp_path / "train.py").write_text(
-        "import torch\nfrom models import Generator, Block, Quantized\n\ndevice = torch.device('cuda')\n\n"
-        "if __name__ == '__main__':\n    g = Generator().cuda()\n    b = Block().cuda()\n    q = Quantized().cuda()\n")
+        "import torch\nfrom models import Generator, Block, Quantized, Packed\n\ndevice = torch.device('cuda')\n\n"
+        "if __name__ == '__main__':\n    g = Generator().cuda()\n    b = Block().cuda()\n    q = Quantized().cuda()\n"
+        "    p = Packed().cuda()\n")
     (tmp_path / "star.py").write_text(
         "import torch\nfrom models import *\n\ndevice = torch.device('cuda')\n\n"
         "if __name__ == '__main__':\n    g = Generator().cuda()\n")
     alone = cli("check", "--no-cache", "--output-format", "json", "train.py", cwd=tmp_path).stdout
     tree = cli("check", "--no-cache", "--output-format", "json", ".", cwd=tmp_path).stdout
-    assert _applicability(alone) == [(7, "unsafe"), (8, "unsafe"), (9, "unsafe")]
+    assert _applicability(alone) == [(7, "unsafe"), (8, "unsafe"), (9, "unsafe"), (10, "unsafe")]
     by_file = {}
     for v in json.loads(tree):
         by_file.setdefault(v["filename"].rsplit("/", 1)[-1], []).append(
             (v["location"]["row"], v["fix"]["applicability"]))
-    assert by_file == {"train.py": [(7, "safe"), (8, "safe"), (9, "unsafe")], "star.py": [(7, "safe")]}
+    # (a class that inherits its own cuda() has one too)
+    assert by_file == {"train.py": [(7, "safe"), (8, "safe"), (9, "unsafe"), (10, "unsafe")], "star.py": [(7, "safe")]}

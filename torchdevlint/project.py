@@ -189,14 +189,11 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
                     hit = _suffix_hit(b, raw)
                     if hit is not None and hit != qual:
                         derived.setdefault(hit, set()).add(qual)
-    is_module: Set[str] = set()
-    while work:
-        qual = work.pop()
-        if qual not in is_module:
-            is_module.add(qual)
-            work.extend(derived.get(qual, ()))
+    is_module = _descendants(work, derived)
+    # a class that inherits its own `cuda()` (a subclass of gpytorch's MultivariateNormalPrior) has one
+    own_cuda = _descendants([q for q, defs in raw.items() if any(own for _, own in defs)], derived)
     for qual, defs in raw.items():
-        facts = {(qual in is_module, own) for _, own in defs}
+        facts = {(qual in is_module, own or qual in own_cuda) for _, own in defs}
         index.classes[qual] = facts.pop() if len(facts) == 1 else None  # two files disagree: unknown
     if importees:
         index.script_modules = _script_modules(importees, keys_of, by_key, lambda p: text_of(p) or "")
@@ -208,6 +205,18 @@ def build_index(paths: List[str], read, seeds: Optional[List[str]] = None,
             if hit is not None:
                 index.legacy_constructors[path] = text.count("\n", 0, hit.start()) + 1
     return index
+
+
+def _descendants(roots: List[str], derived: Dict[str, Set[str]]) -> Set[str]:
+    """``roots`` and every class of the run that derives from one of them."""
+    out: Set[str] = set()
+    work = list(roots)
+    while work:
+        qual = work.pop()
+        if qual not in out:
+            out.add(qual)
+            work.extend(derived.get(qual, ()))
+    return out
 
 
 # the legacy constructor, called (not `isinstance(x, torch.Tensor)`, not a comment's)

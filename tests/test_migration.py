@@ -49,15 +49,15 @@ def test_fix_ends_with_what_was_converted_and_what_is_left_and_why(tmp_path):
     assert (' def build(n):\n-    return torch.zeros(n).cuda()\n'
             '+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
             "+    return torch.zeros(n).to(device)\n") in r.stdout.decode()
-    # without --unsafe-fixes the script's device is exactly the one `.cuda()` used (no
-    # CPU fallback, no CUDA query): both placements convert, behaviour unchanged
+    # without --unsafe-fixes the device is exactly the one `.cuda()` used (no CPU
+    # fallback, no CUDA query), the script's where it starts, the library function's in
+    # the function: every placement converts, behaviour unchanged
     r = cli("fix", "--no-cache", "--diff", ".", cwd=tmp_path)
     report = r.stderr.decode()
-    assert "Would convert: TDL001 1, TDL005 1" in report
+    assert "Would convert: TDL001 2, TDL005 1" in report
     assert '+device = torch.device("cuda")\n' in r.stdout.decode()
-    assert "Left, by rule and reason:\n" in report
-    assert ("  TDL001     1  needs --unsafe-fixes: a device defined in the function (falls back to the CPU): "
-            "a library module gets no device at import\n") in report
+    assert ('+    device = torch.device("cuda")\n+    return torch.zeros(n).to(device)\n') in r.stdout.decode()
+    assert "Left, by rule and reason:\n" in report and "  TDL001 " not in report
     assert ("  TDL006     1  needs --unsafe-fixes: no device is bound here, and the result is used beyond "
             "`load_state_dict`: where CUDA is, every tensor lands where it was saved, as before; without it, on "
             "the CPU\n") in report
@@ -131,7 +131,9 @@ def test_a_two_file_legacy_program_runs_on_the_cpu_after_unsafe_fixes(tmp_path):
     """The common legacy shape: `.cuda()` in the model file (a library module: no device
     at import) and an unconditional typed-tensor alias in the script. `--unsafe-fixes`
     gives each library function its own device with the CPU fallback and the alias the
-    fallback too; `fix` alone converts only what keeps behaviour (the alias, exactly)."""
+    fallback too; `fix` alone converts only what keeps behaviour (the alias, and the model
+    file's provable receivers, exactly), and `--unsafe-fixes` after it ends where it alone
+    would: every device falls back, no comment offers what a line already does."""
     import subprocess
     import sys
 
@@ -141,13 +143,15 @@ def test_a_two_file_legacy_program_runs_on_the_cpu_after_unsafe_fixes(tmp_path):
     before = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert before.returncode != 0 and "CUDA" in before.stderr
     r = cli("fix", "--no-cache", ".", cwd=tmp_path)
-    assert "Converted: TDL005 1" in r.stderr.decode() and "6  needs --unsafe-fixes" not in r.stderr.decode()
+    assert "Converted: TDL001 3, TDL005 1" in r.stderr.decode(), r.stderr.decode()
     assert 'device = torch.device("cuda")\n' in (tmp_path / "train.py").read_text()
+    assert (tmp_path / "model.py").read_text().count('device = torch.device("cuda")\n') == 2  # init_hidden, Trainer
     (tmp_path / "train.py").write_text(TRAIN)
     r = cli("fix", "--no-cache", "--unsafe-fixes", ".", cwd=tmp_path)
-    assert "Converted: TDL001 6, TDL005 1, TDL006 1" in r.stderr.decode(), r.stderr.decode()
+    assert "Converted: TDL001 3, TDL005 1, TDL006 1, TDL007 2" in r.stderr.decode(), r.stderr.decode()
     model = (tmp_path / "model.py").read_text()
     assert model.count('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")') == 3
+    assert "for a CPU fallback" not in model and ".cuda()" not in model
     after = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert after.returncode == 0, after.stderr
     assert after.stdout.splitlines() == ["0 True", "1 True"]

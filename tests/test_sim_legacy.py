@@ -225,3 +225,24 @@ def test_cpu_types_refuse_a_cuda_tensor_as_on_a_gpu_machine(tmp_path):
         "cpu torch.float32 cpu torch.int64 torch.float64",
         "cuda:0",
     ]
+
+
+BASE_CONSTRUCTOR = textwrap.dedent("""\
+    import torch
+    x = torch.rand(2, 3).cuda(1)
+    y = torch.Tensor(x)  # an alias: torch.Tensor takes any tensor, on its device
+    y[0, 0] = 7.0
+    print(y.device, y.is_cuda, float(x[0, 0]), (x + y).device)
+    print(torch.Tensor(torch.zeros(2)).device, torch.Tensor(2, 3).device, torch.Tensor([1.0]).device)
+    """)
+
+
+def test_the_base_constructor_keeps_a_cuda_tensor_where_it_is(tmp_path):
+    """`torch.Tensor(x)` of a CUDA tensor is an alias of it on a GPU machine (the base
+    constructor accepts any tensor, unlike `torch.FloatTensor`): under the simulator it stays
+    on x's GPU too, so that a legacy program using it runs as it would there, not into a
+    device mismatch of the simulator's own making; sizes and data still allocate on the CPU."""
+    assert _simulated(tmp_path, "base.py", BASE_CONSTRUCTOR) == [
+        "cuda:1 True 7.0 cuda:1",
+        "cpu cpu cpu",
+    ]

@@ -9,7 +9,8 @@
   (simulated) current device, resolved at each call, as torch does; a CPU type or
   device (or None) goes back to the CPU. ``torch.get_default_device()`` answers. The
   legacy constructor ``torch.Tensor(...)`` follows a CUDA default type, not a default
-  device, as in torch.
+  device, as in torch; given a tensor (``torch.Tensor(x)``) it returns an alias of it on
+  its device, as torch does on a GPU machine.
 - The CPU types (``torch.FloatTensor`` ...) refuse a (simulated) CUDA tensor, as torch's
   legacy constructor does on a GPU machine (``TypeError: expected ... device=cpu ... (got
   ... device=cuda:0 ...)``); ``isinstance(x, torch.FloatTensor)`` holds for CPU tensors
@@ -229,7 +230,6 @@ def _patch_default_device(sim, set_attr, by_name: Dict[str, Any]) -> None:
             raise TypeError("invalid type object: only floating-point types are supported as the default type")
         torch.set_default_dtype(stand_in.dtype)
         sim.default_device = "cuda"
-        follow_default_type()
 
     def set_default_device(device):
         by_type[0] = False
@@ -242,29 +242,23 @@ def _patch_default_device(sim, set_attr, by_name: Dict[str, Any]) -> None:
 
     tensor_new = torch.Tensor.__new__
     own_new = "__new__" in vars(torch.Tensor)
-    installed = [False]
 
     def new_tensor(*args, **kwargs):
-        # the legacy constructor `torch.Tensor(...)` follows a CUDA default *type* (not a
-        # default device): it allocates on the current device, as on a GPU machine.
+        # the legacy constructor `torch.Tensor(...)`: given a tensor, an alias of it, on its
+        # device (on a GPU machine too: torch.Tensor accepts any tensor); else it follows a
+        # CUDA default *type* (not a default device): it allocates on the current device.
         # The signature stays a wildcard: torch._dynamo, imported lazily (an optimizer's
         # first step imports it), checks the signature of `torch.Tensor.__new__` then.
         out = tensor_new(*args, **kwargs)
-        if args and args[0] is torch.Tensor and by_type[0] and sim.default_device is not None \
-                and "device" not in kwargs:
+        if not args or args[0] is not torch.Tensor:
+            return out
+        if len(args) == 2 and isinstance(args[1], torch.Tensor):
+            sim.tag(out, sim.index(args[1]), new=False)
+        elif by_type[0] and sim.default_device is not None and "device" not in kwargs:
             index, implicit = sim.resolve(sim.default_device)
             sim.tag(out, index, implicit)
         return out
 
-    def follow_default_type() -> None:
-        # installed only once a program sets a CUDA default type: no other program
-        # runs with a patched `torch.Tensor.__new__`
-        if installed[0]:
-            return
-        installed[0] = True
-        torch.Tensor.__new__ = new_tensor  # type: ignore[method-assign]
-        sim._stack.callback(lambda: setattr(torch.Tensor, "__new__", tensor_new) if own_new
-                            else delattr(torch.Tensor, "__new__"))
 
     def get_default_device():
         if sim.default_device is None:
@@ -275,6 +269,9 @@ def _patch_default_device(sim, set_attr, by_name: Dict[str, Any]) -> None:
     set_attr(torch, "set_default_tensor_type", set_default_tensor_type)
     set_attr(torch, "set_default_device", set_default_device)
     set_attr(torch, "get_default_device", get_default_device)
+    torch.Tensor.__new__ = new_tensor  # type: ignore[method-assign]
+    sim._stack.callback(lambda: setattr(torch.Tensor, "__new__", tensor_new) if own_new
+                        else delattr(torch.Tensor, "__new__"))
 
 
 def tensor_type(sim, args, kwargs, func):

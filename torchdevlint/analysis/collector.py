@@ -429,11 +429,11 @@ class _Collector(cst.CSTVisitor):
         if isinstance(target, cst.Name):
             self._bind(target.value, kind, value, source=source)
         elif isinstance(target, (cst.Tuple, cst.List)):
-            values = value.elements if isinstance(value, (cst.Tuple, cst.List)) else None
-            if values is not None and (len(values) != len(target.elements) or any(
-                    isinstance(e, cst.StarredElement) for e in list(values) + list(target.elements))):
-                values = None
             starred = any(isinstance(e, cst.StarredElement) for e in target.elements)
+            values = value.elements if isinstance(value, (cst.Tuple, cst.List)) else None
+            if values is not None and (starred or len(values) != len(target.elements) or any(
+                    isinstance(e, cst.StarredElement) for e in values)):
+                values = None
             for i, el in enumerate(target.elements):
                 if isinstance(el, cst.StarredElement):
                     self._target(el.value, None, "other")

@@ -92,20 +92,20 @@ def _is_none(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "None"
 
 
+def _keeps_collation(option: str, value: cst.BaseExpression) -> bool:
+    """Whether a DataLoader option leaves `default_collate` at work: any but a
+    `collate_fn` (unless None) or a `batch_size` of None (no collation at all)."""
+    return option not in _LOADER_HOOKS or (option == "collate_fn") == _is_none(value)
+
+
 def _plain_options(value: cst.BaseExpression) -> bool:
     """A dict of a DataLoader's options, written out, that leaves collation as it is
     (either of a conditional's two)."""
     if isinstance(value, cst.IfExp):
         return _plain_options(value.body) and _plain_options(value.orelse)
-    if not isinstance(value, cst.Dict):
-        return False
-    for el in value.elements:
-        if not isinstance(el, cst.DictElement) or not isinstance(el.key, cst.SimpleString):
-            return False
-        key = el.key.evaluated_value
-        if key == "collate_fn" and not _is_none(el.value) or key == "batch_size" and _is_none(el.value):
-            return False
-    return True
+    return isinstance(value, cst.Dict) and all(
+        isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
+        and _keeps_collation(str(el.key.evaluated_value), el.value) for el in value.elements)
 
 
 def _module_kind(facts) -> Optional[str]:
@@ -267,9 +267,7 @@ class ReceiversMixin:
                         _plain_options(v) for v, _ in values) or re.search(
                         rf"(?<![\w.]){re.escape(arg.value.value)}\s*(?:\[|\.\s*(?:update|setdefault)\b)", self.text):
                     return False
-            elif arg.keyword is not None and arg.keyword.value in _LOADER_HOOKS and not (
-                    arg.keyword.value == "batch_size" and not _is_none(arg.value)) and not (
-                    arg.keyword.value == "collate_fn" and _is_none(arg.value)):
+            elif arg.keyword is not None and not _keeps_collation(arg.keyword.value, arg.value):
                 return False
         return True
 

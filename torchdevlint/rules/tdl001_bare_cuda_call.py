@@ -367,8 +367,8 @@ class BareCudaCall(Rule):
             exact: bool = False  # a definition `fix` alone may make exact (no CPU fallback)
             local: bool = False  # that definition is the function's own
             forward = analysis.devices.forward_input(site) if verdict.device is None else None
-            # unsafe whatever the receiver (the input's device, a function's own fallback):
-            # the whole-run index, which can prove a receiver, cannot help (not worth a pass)
+            # unsafe whatever the receiver (the input's device): the whole-run index, which
+            # can prove a receiver, cannot help (not worth a pass)
             settled = forward is not None
             if verdict.device is not None:  # an exact current device in scope
                 device_code = verdict.device.code

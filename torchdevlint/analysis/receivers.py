@@ -8,6 +8,7 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
+from ..project import outside_program
 from .facts import (  # noqa: F401
     Scope,
 )
@@ -114,12 +115,15 @@ def _module_kind(facts) -> Optional[str]:
 
 
 class ReceiversMixin:
+    project_asked: bool = False  # see torch_kind
     # ------------------------------------------------------------- value typing
     def torch_kind(self, expr: cst.BaseExpression, scope: Scope, _depth: int = 0,
                    use_project: bool = False) -> Optional[str]:
         """'tensor' or 'module' when ``expr`` is provably one, else None. With
         ``use_project``, classes of the run's other files count too (fix applicability
-        only: what is found never depends on other files)."""
+        only: what is found never depends on other files), and ``project_asked`` is set
+        when the answer turned on a name the run's files may define (one the index can
+        tell; not torch's, numpy's, the standard library's)."""
         if _depth > 12:
             return None
         if isinstance(expr, cst.Call):
@@ -128,6 +132,7 @@ class ReceiversMixin:
             if q is not None:
                 kind = _kind_of_torch_callable(q)
                 if kind is None and use_project:
+                    self.project_asked |= not outside_program(q)
                     kind = self._project_kind(q)
                 return kind
             klass = self.local_class(func, scope)
@@ -138,8 +143,10 @@ class ReceiversMixin:
                 return self._kind_of_returns(fn, _depth, use_project)
             if use_project and isinstance(func, cst.Name) and self.star_imports:
                 owner, _ = self.lookup(func.value, scope)
-                if owner is None and self.project is not None:
-                    return _module_kind(self.project.star(self.star_imports, func.value))
+                if owner is None:
+                    self.project_asked = True
+                    if self.project is not None:
+                        return _module_kind(self.project.star(self.star_imports, func.value))
             if isinstance(func, cst.Attribute):
                 inner = self.torch_kind(func.value, scope, _depth + 1, use_project)
                 method = func.attr.value

@@ -349,8 +349,11 @@ class BareCudaCall(Rule):
             return
         anchor = min(s.order for s, _ in sites)
         own_cuda = analysis.classes_defining_cuda
-        kinds = {site: analysis.torch_kind(site.node.func.value, site.scope, use_project=True)  # type: ignore
-                 for site, _ in sites}
+        kinds, askable = {}, {}  # a receiver's kind, and whether the whole-run index could change it
+        for site, _ in sites:
+            analysis.project_asked = False
+            kinds[site] = analysis.torch_kind(site.node.func.value, site.scope, use_project=True)  # type: ignore
+            askable[site] = analysis.project_asked
         # a function whose every site is in a CUDA-only test and moves a proven receiver:
         # its own definition's fallback is never taken (one applicability per definition)
         homes = {site: ctx.defining_function(site) for site, _ in sites}
@@ -431,7 +434,8 @@ class BareCudaCall(Rule):
                     "starts: the device `.cuda()` uses, at each use)", edits, anchor, (move,), device_code)
             else:
                 fix = Fix(applicability, message, tuple(edits) + (move,), defines,
-                          frozenset({"receiver"}) if UNPROVEN_RECEIVER in reasons and not settled else frozenset())
+                          frozenset({"receiver"}) if UNPROVEN_RECEIVER in reasons and not settled
+                          and askable[site] else frozenset())
             yield ctx.violation(
                 call,
                 "`.cuda()` without a device uses the implicit current device (cuda:0 unless something "

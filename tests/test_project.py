@@ -274,3 +274,17 @@ def test_classes_a_package_re_exports_are_proven_through_its_init(tmp_path):
             (v["location"]["row"], v["fix"]["applicability"]))
     # (a class that inherits its own cuda() has one too)
     assert by_file == {"train.py": [(7, "safe"), (8, "safe"), (9, "unsafe"), (10, "unsafe")], "star.py": [(7, "safe")]}
+
+
+def test_only_receivers_the_index_can_prove_wait_for_it():
+    """The whole-run pass re-analyses a file; it is asked for only where a receiver's kind
+    turns on a name the run's files may define (a class imported from the program, a star
+    import), never for a parameter, a loop variable or torch's, numpy's own names."""
+    from helpers import findings
+
+    text = ("import numpy as np\nimport torch\nfrom models import Generator\nfrom nets import *\n\n\n"
+            "def build(batch, items):\n    g = Generator().cuda()\n    d = Discriminator().cuda()\n"
+            "    b = batch.cuda()\n    for x in items:\n        x = x.cuda()\n"
+            "    a = torch.as_tensor(np.ones(2)).cuda()\n    n = np.ones(2).cuda()\n")
+    waiting = {v.start[0]: "receiver" in v.fix.blocked_by for v in findings(text)}
+    assert waiting == {8: True, 9: True, 10: False, 12: False, 13: False, 14: False}

@@ -135,8 +135,10 @@ class ProcessFlow:
     def setup_path(self, site: CallSite) -> Set[object]:
         """The code that runs with ``site`` in one process: its function, the functions
         that call it (transitively), and everything any of those calls; where one of
-        them calls a function it was handed (``def run(fn, rank): setup(rank); fn(rank)``),
-        every function of this file handed on as a value, and what those call."""
+        them calls a function it was handed (``def run(fn, rank): setup(rank); fn(rank)``,
+        or a decorator's ``wrapped`` that calls the ``func`` it closes over), every
+        function of this file handed on as a value or decorated by one of its functions,
+        and what those call."""
         fn = self.owner(site)
         here = fn.node if fn is not None else None
         path = self.reach(self.reach({here}, upward=True), upward=False)
@@ -145,21 +147,33 @@ class ProcessFlow:
 
     @cached_property
     def _callbacks(self) -> Tuple[Set[object], Set[object]]:
-        """(the functions that call one of their own parameters, the functions of this
-        file passed as an argument: ``mp.spawn(worker)``, ``partial(wrapper, fn)``,
-        ``self._spawn(test_sync)``), read in one pass over the calls."""
+        """(the functions that call a parameter, their own or one of an enclosing
+        function they close over, the functions of this file passed as an argument:
+        ``mp.spawn(worker)``, ``partial(wrapper, fn)``, ``self._spawn(test_sync)``, or
+        decorated by one of its functions: ``@manage_process_group``), read in one pass
+        over the calls and the definitions."""
+        a = self.a
         callers: Set[object] = set()
         handed: Set[object] = set()
-        for site in self.a.calls:
+        for site in a.calls:
             fn = self.owner(site)
             func = site.node.func
-            if fn is not None and isinstance(func, cst.Name) and func.value in fn.params:
-                callers.add(fn.node)
+            if fn is not None and isinstance(func, cst.Name):
+                owner, imported = a.lookup(func.value, site.scope)
+                if owner is not None and imported is None and owner.is_function and \
+                        {b.kind for b in owner.bindings[func.value]} == {"param"}:
+                    callers.add(fn.node)
             for arg in site.node.args:
                 if isinstance(arg.value, (cst.Name, cst.Attribute)):
-                    value = self.a.local_function(arg.value, site.scope)
+                    value = a.local_function(arg.value, site.scope)
                     if value is not None and not isinstance(value.node, cst.Lambda):
                         handed.add(value.node)
+        for info in a.functions.values():
+            node, outer = info.node, info.scope.parent
+            if isinstance(node, cst.FunctionDef) and outer is not None and any(
+                    a.local_function(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator, outer)
+                    is not None for d in node.decorators):
+                handed.add(node)
         return callers, handed
 
     def binds_device_in(self, path: Set[object]) -> bool:

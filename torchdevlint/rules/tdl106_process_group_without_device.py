@@ -105,8 +105,19 @@ class ProcessGroupWithoutDevice(Rule):
         "def wrapper(fn, rank):\n    dist.init_process_group('nccl', rank=rank, world_size=2)\n    fn(rank)\n"
         "def test_sync(rank):\n    torch.cuda.set_device(rank)\n    dist.barrier()\n"
         "def run():\n    mp.spawn(functools.partial(wrapper, test_sync), nprocs=2)\n",
+        # ... or a decorator of this file sets it up around the function it decorates, which
+        # binds (accelerate's tests: `@manage_process_group`, whose `wrapped` calls `func`)
+        "import torch\nimport torch.distributed as dist\n"
+        "def manage_process_group(func):\n    def wrapped(*args):\n        dist.init_process_group('nccl')\n"
+        "        return func(*args)\n    return wrapped\n"
+        "@manage_process_group\ndef load():\n    torch.cuda.set_device(dist.get_rank())\n",
     )
     INVALID = (
+        # a decorated function that binds nothing: the group's setup path never does
+        Example("import torch\nimport torch.distributed as dist\n"
+                "def manage_process_group(func):\n    def wrapped(*args):\n        dist.init_process_group('nccl')\n"
+                "        return func(*args)\n    return wrapped\n"
+                "@manage_process_group\ndef load():\n    dist.barrier()\n"),
         # the index the function itself puts its work on (cogdl's trainer: `.to(rank)` and
         # DDP's `device_ids=[rank]`; PyText's dist_init: `device="cuda:{}".format(device_id)`)
         Example("import torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel\n\n\n"

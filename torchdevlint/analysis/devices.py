@@ -410,14 +410,12 @@ class DeviceFacts:
         if isinstance(expr, cst.Name):
             values = self.a.values_of(expr.value, scope)
             if values is None:  # a parameter named for a device: `self.device = device`
-                owner, imported = self.a.lookup(expr.value, scope)
-                if owner is None or imported is not None or owner.function is None:
+                fn = self.a.parameter_of(expr.value, scope)
+                if fn is None:
                     return False
-                if {b.kind for b in owner.bindings[expr.value]} != {"param"}:
-                    return False
-                default = owner.function.default(expr.value)
+                default = fn.default(expr.value)
                 if default is not None:
-                    return self.is_device_value(default, owner, depth + 1)
+                    return self.is_device_value(default, fn.scope, depth + 1)
                 return "device" in expr.value.lower()
             return bool(values) and all(self.is_device_value(v, s, depth + 1) for v, s in values)
         return False

@@ -158,11 +158,8 @@ class ProcessFlow:
         for site in a.calls:
             fn = self.owner(site)
             func = site.node.func
-            if fn is not None and isinstance(func, cst.Name):
-                owner, imported = a.lookup(func.value, site.scope)
-                if owner is not None and imported is None and owner.is_function and \
-                        {b.kind for b in owner.bindings[func.value]} == {"param"}:
-                    callers.add(fn.node)
+            if fn is not None and isinstance(func, cst.Name) and a.parameter_of(func.value, site.scope):
+                callers.add(fn.node)
             for arg in site.node.args:
                 if isinstance(arg.value, (cst.Name, cst.Attribute)):
                     value = a.local_function(arg.value, site.scope)

@@ -322,12 +322,11 @@ class ReceiversMixin:
         if isinstance(expr, cst.Name):
             values = self.values_of(expr.value, scope)
             if values is None:
-                owner, imported = self.lookup(expr.value, scope)
-                fn = owner.function if owner is not None and imported is None else None
-                if fn is None or {b.kind for b in owner.bindings[expr.value]} != {"param"}:
+                fn = self.parameter_of(expr.value, scope)
+                if fn is None:
                     return None
                 default = fn.default(expr.value)
-                values = [(default, owner)] if default is not None else None
+                values = [(default, fn.scope)] if default is not None else None
         elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
             klass = self.enclosing_class(scope)
             values = (self._self_attr_values(klass, expr.attr.value) or None) if klass is not None else None

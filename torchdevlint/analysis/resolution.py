@@ -52,6 +52,14 @@ class ResolutionMixin:
             return None
         return N.canonical(".".join([imported] + parts[::-1]))
 
+    def parameter_of(self, name: str, scope: Scope) -> Optional[FunctionInfo]:
+        """The function (or lambda) whose parameter ``name`` is, as seen from ``scope``
+        (its own, or one it closes over), when nothing in it rebinds the name; else None."""
+        owner, imported = self.lookup(name, scope)
+        if owner is None or imported is not None or owner.function is None:
+            return None
+        return owner.function if {b.kind for b in owner.bindings[ident(name)]} == {"param"} else None
+
     def local_function(self, expr: cst.BaseExpression, scope: Scope) -> Optional[FunctionInfo]:
         """The function of this file that ``expr`` names (``f``, ``self.f``, ``partial(f)``)."""
         if isinstance(expr, cst.Lambda):

@@ -254,3 +254,26 @@ def test_the_walk_keeps_no_visitor_class_alive():
         del Local
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
+
+
+def test_the_walk_calls_only_hooks_a_visitor_defines():
+    """``cst.CSTVisitor`` defines every ``visit_<Node>``/``leave_<Node>_<attribute>`` as a
+    no-op: the walk must not take those for the visitor's own, or it calls one for every
+    node and every child attribute (which was half of the analysis' time)."""
+    from torchdevlint.analysis.treewalk import own_hook
+
+    assert own_hook(_Hooks, "visit_Name") is _Hooks.visit_Name
+    assert own_hook(_Hooks, "visit_If_body") is _Hooks.visit_If_body
+    assert own_hook(_Hooks, "visit_Call") is None and own_hook(_Hooks, "leave_Name_lpar") is None
+    assert not _Collector.walk_listens(cst.Name, "lpar") and not _Collector.walk_listens(cst.Attribute, "value")
+    assert _Collector.walk_listens(cst.If, "orelse") and _Collector.walk_listens(cst.FunctionDef, "body")
+
+    calls = []
+
+    class Counting(_Collector):
+        def on_visit_attribute(self, node, attribute):
+            calls.append((type(node).__name__, attribute))
+            super().on_visit_attribute(node, attribute)
+
+    walk(cst.parse_module(AWKWARD), Counting())
+    assert calls and all(_Collector.walk_listens(getattr(cst, k), a) for k, a in calls)

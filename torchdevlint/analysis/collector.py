@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from .treewalk import own_hook
 from .facts import (  # noqa: F401
     Binding,
     CallSite,
@@ -62,7 +63,7 @@ def _hooks(visitor: type, kind: type) -> tuple:
     key = (visitor, kind)
     found = _HOOK_CACHE.get(key)
     if found is None:
-        found = (getattr(visitor, f"visit_{kind.__name__}", None), getattr(visitor, f"leave_{kind.__name__}", None),
+        found = (own_hook(visitor, f"visit_{kind.__name__}"), own_hook(visitor, f"leave_{kind.__name__}"),
                  not issubclass(kind, _NEVER_REPORTED), issubclass(kind, _COMPREHENSIONS),
                  issubclass(kind, (cst.BaseSmallStatement, cst.BaseCompoundStatement)))
         _HOOK_CACHE[key] = found
@@ -75,8 +76,8 @@ def _attribute_hooks(visitor: type, kind: type, attribute: str) -> Optional[tupl
     key = (visitor, kind, attribute)
     if key not in _ATTRIBUTE_CACHE:
         part = _BRANCHES.get((kind, attribute))
-        visit = getattr(visitor, f"visit_{kind.__name__}_{attribute}", None)
-        leave = getattr(visitor, f"leave_{kind.__name__}_{attribute}", None)
+        visit = own_hook(visitor, f"visit_{kind.__name__}_{attribute}")
+        leave = own_hook(visitor, f"leave_{kind.__name__}_{attribute}")
         _ATTRIBUTE_CACHE[key] = None if part is None and visit is None and leave is None else (part, visit, leave)
     return _ATTRIBUTE_CACHE[key]
 

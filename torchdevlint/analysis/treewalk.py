@@ -80,6 +80,14 @@ def _is_node(kind: type) -> bool:
     return found
 
 
+def own_hook(vtype: type, name: str) -> Optional[Callable]:
+    """The visitor class's hook ``name`` (``visit_Call``, ``leave_If_orelse``), or None
+    when it has none of its own: ``cst.CSTVisitor`` defines every hook as a no-op, and
+    calling those for each node and each child attribute is most of a walk's cost."""
+    hook = getattr(vtype, name, None)
+    return None if hook is None or hook is getattr(cst.CSTVisitor, name, None) else hook
+
+
 class _Plan:
     """How one visitor class walks nodes of one type: the hooks to call on entering and
     leaving (None: none), and per child attribute, in LibCST's order, the hooks to call
@@ -98,6 +106,19 @@ class _Plan:
 _PLANS: "weakref.WeakKeyDictionary[type, Dict[type, Optional[_Plan]]]" = weakref.WeakKeyDictionary()
 
 
+_IGNORED: Dict[Tuple[type, tuple], bool] = {}
+
+
+def _ignores(kind: type, ignored: tuple) -> bool:
+    """``issubclass(kind, ignored)``, kept per pair: the types are mostly ABCs, whose
+    checks are slow, and visitor classes defined inside functions plan every type anew."""
+    key = (kind, ignored)
+    found = _IGNORED.get(key)
+    if found is None:
+        found = _IGNORED[key] = issubclass(kind, ignored)
+    return found
+
+
 def _call_with(method: Callable, attribute: str, visitor: cst.CSTVisitor, node: cst.CSTNode) -> None:
     method(visitor, node, attribute)
 
@@ -106,11 +127,11 @@ def _plan(vtype: type, node: cst.CSTNode) -> Optional[_Plan]:
     """The walk of ``node``'s type for visitors of class ``vtype`` (None: the visitor
     ignores such nodes and everything under them, see ``walk``)."""
     kind = type(node)
-    if issubclass(kind, getattr(vtype, "WALK_IGNORES", ())):
+    if _ignores(kind, getattr(vtype, "WALK_IGNORES", ())):
         return None
     name = kind.__name__
     if vtype.on_visit is cst.CSTVisitor.on_visit and vtype.on_leave is cst.CSTVisitor.on_leave:
-        visit, leave = getattr(vtype, f"visit_{name}", None), getattr(vtype, f"leave_{name}", None)
+        visit, leave = own_hook(vtype, f"visit_{name}"), own_hook(vtype, f"leave_{name}")
     else:
         visit, leave = vtype.on_visit, vtype.on_leave
     plain = (vtype.on_visit_attribute is cst.CSTVisitor.on_visit_attribute
@@ -120,8 +141,8 @@ def _plan(vtype: type, node: cst.CSTNode) -> Optional[_Plan]:
     only_when_set = VISITED_ONLY_WHEN_SET.get(kind, ())
     for attribute in child_attributes(node):
         if plain:
-            before = getattr(vtype, f"visit_{name}_{attribute}", None)
-            after = getattr(vtype, f"leave_{name}_{attribute}", None)
+            before = own_hook(vtype, f"visit_{name}_{attribute}")
+            after = own_hook(vtype, f"leave_{name}_{attribute}")
         elif listens is None or listens(kind, attribute):
             before = functools.partial(_call_with, vtype.on_visit_attribute, attribute)
             after = functools.partial(_call_with, vtype.on_leave_attribute, attribute)
@@ -177,4 +198,4 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     go(node)
 
 
-__all__ = ["walk", "child_attributes", "VISITED_ONLY_WHEN_SET"]
+__all__ = ["walk", "child_attributes", "own_hook", "VISITED_ONLY_WHEN_SET"]

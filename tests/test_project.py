@@ -77,6 +77,18 @@ def test_sibling_classes_make_fixes_safe_but_findings_do_not_change(tmp_path):
     assert "q = Quantized().cuda()" in fixed
 
 
+def test_the_whole_run_pass_answers_the_same_on_the_run_s_workers(tmp_path):
+    """Enough files wait for the index that the whole-run pass goes to the worker
+    processes of the first pass (kept for it): the same output as one process."""
+    _project(tmp_path)
+    for i in range(6):
+        (tmp_path / "pkg" / f"train{i}.py").write_text(TRAIN)
+    one = cli("check", "--no-cache", "--jobs", "1", "--output-format", "json", ".", cwd=tmp_path)
+    two = cli("check", "--no-cache", "--jobs", "2", "--output-format", "json", ".", cwd=tmp_path)
+    assert one.stdout == two.stdout and one.returncode == two.returncode == 1
+    assert _applicability(two.stdout) == [(9, "safe"), (10, "unsafe"), (12, "safe")] * 7
+
+
 def test_the_cache_keeps_tree_and_single_file_answers_apart(tmp_path):
     _project(tmp_path)
     tree = cli("check", "--output-format", "json", ".", cwd=tmp_path).stdout

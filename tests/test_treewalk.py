@@ -277,3 +277,14 @@ def test_the_walk_calls_only_hooks_a_visitor_defines():
 
     walk(cst.parse_module(AWKWARD), Counting())
     assert calls and all(_Collector.walk_listens(getattr(cst, k), a) for k, a in calls)
+
+
+def test_subclass_of_is_issubclass_for_every_libcst_node_class():
+    """The MRO answers as ``issubclass`` does (LibCST registers no virtual subclasses)."""
+    from torchdevlint.analysis.treewalk import subclass_of
+
+    classes = [c for c in vars(cst).values() if isinstance(c, type) and issubclass(c, cst.CSTNode)]
+    assert len(classes) > 150
+    for kind in classes + [str, type(None), tuple]:
+        for base in classes:
+            assert subclass_of(kind, (base,)) == issubclass(kind, base), (kind, base)

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from .treewalk import own_hook
+from .treewalk import own_hook, subclass_of
 from .facts import (  # noqa: F401
     Binding,
     CallSite,
@@ -64,8 +64,8 @@ def _hooks(visitor: type, kind: type) -> tuple:
     found = _HOOK_CACHE.get(key)
     if found is None:
         found = (own_hook(visitor, f"visit_{kind.__name__}"), own_hook(visitor, f"leave_{kind.__name__}"),
-                 not issubclass(kind, _NEVER_REPORTED), issubclass(kind, _COMPREHENSIONS),
-                 issubclass(kind, (cst.BaseSmallStatement, cst.BaseCompoundStatement)))
+                 not subclass_of(kind, _NEVER_REPORTED), subclass_of(kind, _COMPREHENSIONS),
+                 subclass_of(kind, (cst.BaseSmallStatement, cst.BaseCompoundStatement)))
         _HOOK_CACHE[key] = found
     return found
 

@@ -289,3 +289,32 @@ def test_a_fix_of_an_unparsable_file_may_change_nothing_but_its_edits():
         is None
     changed = old.replace("async", "non_blocking").replace("z = 1", "z = 2")
     assert "tokens differ" in engine.verify(old, changed, [(start, start + 5, start, start + 12)], "-")
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_the_garbage_collector_is_left_as_it_was(collecting):
+    """The engine pauses the cyclic collector while it analyses a file (its objects all
+    live until the file is done): a host process (flake8, the server, a library user)
+    gets its setting back after a finding, a rule's failure, or a file LibCST refuses."""
+    import gc
+
+    from torchdevlint.rules.tdl001_bare_cuda_call import BareCudaCall
+
+    was = gc.isenabled()
+    try:
+        (gc.enable if collecting else gc.disable)()
+        assert engine.check_source(CUDA)
+        assert gc.isenabled() is collecting
+        real = BareCudaCall.check
+
+        def boom(self, ctx):
+            raise ValueError("boom")
+
+        BareCudaCall.check = boom
+        try:
+            assert [v.code for v in engine.check_source(CUDA)] == ["TDL902"]
+        finally:
+            BareCudaCall.check = real
+        assert gc.isenabled() is collecting
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -99,6 +99,7 @@ def _closing(text: str) -> int:
 
 
 _RANK_MARKERS = N.RANK_MARKERS
+_CONFIG_DEVICE = re.compile(r"\b([A-Za-z_]\w*)\.device\b(?!\s*=[^=])")
 _DEVICE_WORDS = ("cuda", "cpu", "mps", "xpu", "npu", "hpu", "meta")
 # every device type torch's device strings may name, backends' own included (a comparison
 # with "mlu" or "ipu" still treats the name as a device: mmcls' wrap_non_distributed_model)
@@ -222,11 +223,14 @@ class DeviceFacts:
         what runs from its module level reads LOCAL_RANK/RANK/WORLD_SIZE, takes
         ``--local_rank``, asks horovod for its local rank, or initialises a process group."""
         a = self.a
-        texts = [a.code(stmt) for stmt in a.module.body
-                 if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))]
-        texts += [a.code(fn.node) for fn in a.functions.values() if fn.node in self.module_reach]
-        if any(_RANK_MARKERS.search(t) for t in texts):
-            return True
+        # (a statement's code is its source text, indented afresh: where the text shows no
+        # marker, none of them does, and none is written out)
+        if _RANK_MARKERS.search(a.text) is not None:
+            texts = [a.code(stmt) for stmt in a.module.body
+                     if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))]
+            texts += [a.code(fn.node) for fn in a.functions.values() if fn.node in self.module_reach]
+            if any(_RANK_MARKERS.search(t) for t in texts):
+                return True
         return any(site.qualname in N.INIT_PROCESS_GROUP and self._owner(site) in self.module_reach
                    and not _world_of_one(site) for site in a.calls)
 
@@ -554,6 +558,12 @@ class DeviceFacts:
         tests = {self._exact_if([v], scope_of(m)) for v, m, _ in sets}
         return DeviceChoice(f"self.{name}", exact, f"`self.{name}`", tests.pop() if len(tests) == 1 else None)
 
+    @staticmethod
+    def _config_bases_in(text: str) -> List[str]:
+        """The configuration names (``args``, ``opt``, ``cfg``) whose ``.device`` the text
+        reads (not assigns), in order."""
+        return list(dict.fromkeys(m.group(1) for m in _CONFIG_DEVICE.finditer(text) if m.group(1) in _CONFIG_NAMES))
+
     def _config_device(self, site: CallSite) -> Optional[DeviceChoice]:
         """``args.device`` / ``opt.device``: the device the command line chose, when the
         function (or module) already uses it."""
@@ -561,10 +571,12 @@ class DeviceFacts:
         fn = a.enclosing_function(site.scope)
         key = fn.node if fn is not None else None
         if key not in self._config_bases:
-            body = a.code(fn.node) if fn is not None else a.text
-            self._config_bases[key] = list(dict.fromkeys(
-                m.group(1) for m in re.finditer(r"\b([A-Za-z_]\w*)\.device\b(?!\s*=[^=])", body)
-                if m.group(1) in _CONFIG_NAMES))
+            # (a function's code is its source text, indented afresh: a name the whole
+            # text does not use so is not used in it, and its code is not written out)
+            if None not in self._config_bases:  # (the module's: its whole text)
+                self._config_bases[None] = self._config_bases_in(a.text)
+            if key is not None:
+                self._config_bases[key] = self._config_bases_in(a.code(fn.node)) if self._config_bases[None] else []
         for base in self._config_bases[key]:
             scope_owner, imported = a.lookup(base, site.scope)
             if scope_owner is None or imported is not None:

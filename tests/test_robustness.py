@@ -318,3 +318,40 @@ def test_the_garbage_collector_is_left_as_it_was(collecting):
         assert gc.isenabled() is collecting
     finally:
         (gc.enable if was else gc.disable)()
+
+
+LIBCST_1061 = "import torch\nx = () if 0 else(lambda:())\ny = torch.zeros(1).cuda()\n"  # valid Python
+
+
+def test_a_file_libcst_fails_on_is_that_file_s_finding_on_every_front(tmp_path):
+    """LibCST 1.x raises TypeError building its tree of `() if 0 else(lambda:())` (its
+    issue #1061): the CLI used to stop the whole run there (exit 2, no other file
+    reported). Now that file has a TDL902, on the CLI as in flake8, and the others are checked."""
+    import subprocess
+    import sys
+
+    (tmp_path / "a.py").write_text(LIBCST_1061)
+    (tmp_path / "b.py").write_text(CUDA)
+    r = cli("check", ".", "--no-cache", cwd=tmp_path)
+    out = r.stdout.decode()
+    assert r.returncode == 1 and "Traceback" not in out + r.stderr.decode()
+    assert "b.py:3:5: TDL001" in out
+    flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "TDL", "a.py"], cwd=tmp_path,
+                            capture_output=True, text=True).stdout
+    for front in (out, flake8):
+        line = next(x for x in front.splitlines() if x.startswith("a.py"))
+        assert "TDL902" in line and "TypeError" in line, front
+
+
+def test_an_exception_outside_the_rules_is_the_file_s_tdl902_and_the_run_goes_on(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ValueError("a bug\nover two lines")
+
+    monkeypatch.setattr(engine, "fix_source", broken)
+    (tmp_path / "a.py").write_text(CUDA)
+    job = runner.Job(str(tmp_path / "a.py"), "fix", False, Settings())
+    result = runner.process(job)
+    assert [(v.code, v.message) for v in result.violations] == [
+        ("TDL902", "torchdevlint failed on this file: ValueError: a bug over two lines")]
+    ignored = runner.process(runner.Job(str(tmp_path / "a.py"), "fix", False, Settings(ignore=("TDL902",))))
+    assert ignored.violations == [] and (tmp_path / "a.py").read_text() == CUDA

@@ -183,3 +183,11 @@ def url_for(code: str) -> str:
 def tool_finding(code: str, message: str, line: int = 1, column: int = 0, filename: str = "-") -> Violation:
     """A finding of the tool itself (TDL9xx) at one point."""
     return Violation(code, RULES[code][0], message, (line, column), (line, column), None, filename)
+
+
+def internal_error(what: str, exc: BaseException, filename: str = "-") -> Violation:
+    """TDL902 for an exception raised on one file: "``what`` failed on this file: Type:
+    message", the message on one line and at most 200 characters."""
+    reason = " ".join(str(exc).split())
+    reason = reason if len(reason) <= 200 else reason[:199] + "…"
+    return tool_finding("TDL902", f"{what} failed on this file: {type(exc).__name__}: {reason}", filename=filename)

@@ -28,7 +28,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, T
 import libcst as cst
 
 from .analysis import Analysis
-from .catalogue import tool_finding  # noqa: F401 - the fronts take it from here too
+from .catalogue import internal_error, tool_finding  # noqa: F401 - the fronts take it from here too
 from .model import Applicability, Edit, Fix, Violation
 from .noqa import noqa_map, suppressed
 from .rules import ALL_RULES, BY_CODE, TOOL_CODES
@@ -118,12 +118,6 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
     return sorted(kept, key=Violation.sort_key)
 
 
-def _brief(exc: BaseException) -> str:
-    """An exception's text on one line, short enough for a finding's message."""
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 200 else text[:199] + "…"
-
-
 def _analyse(text: str, rules: Sequence[Rule], device_name: str, project=None,
              starts: Optional[List[Tuple[int, int]]] = None) -> List[Violation]:
     # LibCST's tree and the analysis' facts are hundreds of thousands of objects that all
@@ -146,10 +140,16 @@ def _analyse_one(text: str, rules: Sequence[Rule], device_name: str, project,
     except cst.ParserSyntaxError as exc:
         line, col = _libcst_position(exc)
         return [tool_finding("TDL900", f"LibCST cannot parse this file: {exc.message}", line, col)]
+    except RecursionError:
+        return [tool_finding("TDL902", "the file is nested too deeply for LibCST's parser")]
+    except Exception as exc:  # LibCST's own bug on valid code (its #1061): this file only
+        return [internal_error("LibCST", exc)]
     try:
         analysis = Analysis(module, device_name, text, project, starts)
     except RecursionError:
         return [tool_finding("TDL902", "the file is nested too deeply to analyse")]
+    except Exception as exc:  # a bug in the analysis: this file's rules cannot run, the others' files can
+        return [internal_error("the analysis", exc)]
     found: List[Violation] = []
     for rule in rules:
         try:
@@ -157,8 +157,7 @@ def _analyse_one(text: str, rules: Sequence[Rule], device_name: str, project,
         except RecursionError:
             found.append(tool_finding("TDL902", f"{rule.code} gave up: the file is nested too deeply"))
         except Exception as exc:  # a bug in one rule must not hide the others
-            found.append(tool_finding(
-                "TDL902", f"{rule.code} failed on this file: {type(exc).__name__}: {_brief(exc)}"))
+            found.append(internal_error(rule.code, exc))
     return _one_applicability_per_statement(found, text, lambda: analysis.statement_lines)
 
 

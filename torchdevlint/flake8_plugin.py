@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import FrozenSet, Iterator, List, Tuple, Type
 
 from . import __version__
-from .catalogue import CODES, OPT_IN, TOOL_CODES, gated, may_match
+from .catalogue import CODES, OPT_IN, TOOL_CODES, gated, internal_error, may_match
 from .screen import statement_starts
 from .words import CodeWords
 
@@ -70,7 +70,7 @@ class Plugin:
             found = check_source(text, self.filename, settings, apply_noqa=False, passed=passed,
                                  starts=statement_starts(self.tree) if passed else None)
         except Exception as exc:  # never into flake8
-            yield 1, 0, f"TDL902 torchdevlint failed on this file: {type(exc).__name__}: {exc}", type(self)
+            yield 1, 0, f"TDL902 {internal_error('torchdevlint', exc).message}", type(self)
             return
         for v in found:
             if v.code not in _SKIP:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from . import __version__
-from .catalogue import RULES, may_match, tool_finding
+from .catalogue import RULES, internal_error, may_match, tool_finding
 from .model import Applicability, Edit, Fix, Violation
 from .project import ProjectIndex, build_index
 from .screen import screen
@@ -129,6 +129,18 @@ def read_source(path: str) -> bytes:
 
 
 def process(job: Job) -> FileResult:
+    """One file's result; an exception raised on it (a bug) is that file's TDL902, as the
+    flake8 plugin reports it, and the run goes on with the others."""
+    try:
+        return _process(job)
+    except Exception as exc:
+        found = internal_error("torchdevlint", exc, job.path)
+        result = FileResult(job.path, [found] if found.code in job.settings.enabled_codes(job.path) else [])
+        result.parsed = True
+        return result
+
+
+def _process(job: Job) -> FileResult:
     result = FileResult(job.path)
     data = job.data
     if data is None:

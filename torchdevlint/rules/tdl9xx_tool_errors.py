@@ -64,7 +64,11 @@ class InternalError(_ToolError):
     code = "TDL902"
     name = "internal-error"
     summary = "a rule failed on this file; the other rules and files were still checked"
-    what = "An unexpected exception inside a rule, or fixes that did not settle."
+    what = """
+        An unexpected exception inside a rule, in the shared analysis or in LibCST (whose
+        1.x parser fails on some valid code, such as `() if 0 else(lambda:())`), or fixes
+        that did not settle.
+    """
     why = "A bug in torchdevlint: please report it with the file that triggers it."
     example = "# any file on which a rule raised"
     use_instead = "# nothing to change in your code"

@@ -323,10 +323,11 @@ def test_the_garbage_collector_is_left_as_it_was(collecting):
 LIBCST_1061 = "import torch\nx = () if 0 else(lambda:())\ny = torch.zeros(1).cuda()\n"  # valid Python
 
 
-def test_a_file_libcst_fails_on_is_that_file_s_finding_on_every_front(tmp_path):
-    """LibCST 1.x raises TypeError building its tree of `() if 0 else(lambda:())` (its
-    issue #1061): the CLI used to stop the whole run there (exit 2, no other file
-    reported). Now that file has a TDL902, on the CLI as in flake8, and the others are checked."""
+def test_valid_code_libcst_s_validation_refuses_is_analysed_on_every_front(tmp_path):
+    """LibCST 1.x raises TypeError validating its own tree of `() if 0 else(lambda:())`
+    (its issue #1061): the CLI used to stop the whole run there (exit 2, no other file
+    reported), flake8 said TDL902. The engine does not validate a tree of text CPython's
+    parser accepted: the file is checked like any other, on both fronts."""
     import subprocess
     import sys
 
@@ -335,12 +336,20 @@ def test_a_file_libcst_fails_on_is_that_file_s_finding_on_every_front(tmp_path):
     r = cli("check", ".", "--no-cache", cwd=tmp_path)
     out = r.stdout.decode()
     assert r.returncode == 1 and "Traceback" not in out + r.stderr.decode()
-    assert "b.py:3:5: TDL001" in out
+    assert "a.py:3:5: TDL001" in out and "b.py:3:5: TDL001" in out and "TDL902" not in out
     flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "TDL", "a.py"], cwd=tmp_path,
                             capture_output=True, text=True).stdout
-    for front in (out, flake8):
-        line = next(x for x in front.splitlines() if x.startswith("a.py"))
-        assert "TDL902" in line and "TypeError" in line, front
+    assert [line.split(" ")[:2] for line in flake8.splitlines()] == [["a.py:3:5:", "TDL001"]]
+
+
+def test_a_file_libcst_fails_on_is_that_file_s_tdl902(monkeypatch):
+    def broken(text):
+        raise TypeError("super(type, obj): obj must be an instance or subtype of type")
+
+    monkeypatch.setattr(engine, "parse_valid", broken)
+    assert [(v.code, v.message) for v in engine.check_source(CUDA)] == [
+        ("TDL902", "LibCST failed on this file: TypeError: super(type, obj): obj must be an instance or subtype "
+                   "of type")]
 
 
 def test_an_exception_outside_the_rules_is_the_file_s_tdl902_and_the_run_goes_on(tmp_path, monkeypatch):

@@ -288,3 +288,32 @@ def test_subclass_of_is_issubclass_for_every_libcst_node_class():
     for kind in classes + [str, type(None), tuple]:
         for base in classes:
             assert subclass_of(kind, (base,)) == issubclass(kind, base), (kind, base)
+
+
+def test_the_engine_s_parse_is_libcst_s_tree_and_validation_stays_on_elsewhere():
+    """``parse_valid`` builds the tree ``cst.parse_module`` builds, without validating it
+    again; any other construction is validated, also after a parse that failed."""
+    import threading
+
+    from torchdevlint.analysis.treewalk import parse_valid
+
+    for text in sources():
+        assert parse_valid(text).deep_equals(cst.parse_module(text))
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("1abc")
+    with pytest.raises(cst.ParserSyntaxError):
+        parse_valid("def f(:\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("1abc")
+    errors = []
+
+    def other_thread():
+        try:
+            cst.Name("1abc")
+        except cst.CSTValidationError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1

@@ -28,6 +28,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, T
 import libcst as cst
 
 from .analysis import Analysis
+from .analysis.treewalk import parse_valid
 from .catalogue import internal_error, tool_finding  # noqa: F401 - the fronts take it from here too
 from .model import Applicability, Edit, Fix, Violation
 from .noqa import noqa_map, suppressed
@@ -136,7 +137,7 @@ def _analyse(text: str, rules: Sequence[Rule], device_name: str, project=None,
 def _analyse_one(text: str, rules: Sequence[Rule], device_name: str, project,
                  starts: Optional[List[Tuple[int, int]]]) -> List[Violation]:
     try:
-        module = cst.parse_module(text)
+        module = parse_valid(text)  # (CPython's parser accepted the text)
     except cst.ParserSyntaxError as exc:
         line, col = _libcst_position(exc)
         return [tool_finding("TDL900", f"LibCST cannot parse this file: {exc.message}", line, col)]

@@ -21,9 +21,11 @@ exactly LibCST's.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 import weakref
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
@@ -63,7 +65,8 @@ def child_attributes(node: cst.CSTNode) -> Tuple[str, ...]:
     if found is None:
         unset = {a: () for a in VISITED_ONLY_WHEN_SET.get(kind, ()) if getattr(node, a) is None}
         recorder = _AttributeRecorder()
-        (node.with_changes(**unset) if unset else node)._visit_and_replace_children(recorder)  # type: ignore[attr-defined]
+        with _unvalidated():  # (it rebuilds the node from its own children)
+            (node.with_changes(**unset) if unset else node)._visit_and_replace_children(recorder)  # type: ignore[attr-defined]
         found = _ATTRIBUTES[kind] = tuple(recorder.attributes)
     return found
 
@@ -207,4 +210,51 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     go(node)
 
 
-__all__ = ["walk", "child_attributes", "own_hook", "subclass_of", "VISITED_ONLY_WHEN_SET"]
+# ---------------------------------------------------------------- the parse
+# LibCST validates every node it builds: ``CSTNode.__post_init__`` calls ``_validate``. On
+# a tree its parser builds from text CPython's parser has accepted, that finds nothing
+# (or wrongly refuses valid code: LibCST's issue #1061, `() if 0 else(lambda:())`), and is
+# 13-20% of the parse. ``parse_valid`` skips it on the parsing thread only: the hook
+# checks a thread-local flag, so every other construction (fixes, a host's own LibCST
+# code, another thread) is validated as before. Installed only over the hook LibCST is
+# known to have (it calls ``_validate`` and nothing else); else parses are validated.
+_PARSING = threading.local()
+_LIBCST_POST_INIT = cst.CSTNode.__post_init__
+
+
+def _post_init(self) -> None:
+    if not getattr(_PARSING, "trusted", False):
+        self._validate()
+
+
+def _install() -> bool:
+    hook = cst.CSTNode.__post_init__
+    if hook is _post_init:
+        return True
+    if hook is not _LIBCST_POST_INIT or hook.__code__.co_names != ("_validate",):
+        return False  # pragma: no cover - another LibCST: validate as it does
+    cst.CSTNode.__post_init__ = _post_init  # type: ignore[method-assign]
+    return True
+
+
+@contextlib.contextmanager
+def _unvalidated() -> Iterator[None]:
+    """On this thread, nodes are built without LibCST's validation (when it can be skipped)."""
+    if not _install():
+        yield  # pragma: no cover
+        return
+    _PARSING.trusted = True
+    try:
+        yield
+    finally:
+        _PARSING.trusted = False
+
+
+def parse_valid(text: str) -> cst.Module:
+    """LibCST's tree of ``text``, which CPython's parser has accepted (its nodes are not
+    validated again)."""
+    with _unvalidated():
+        return cst.parse_module(text)
+
+
+__all__ = ["walk", "child_attributes", "own_hook", "subclass_of", "parse_valid", "VISITED_ONLY_WHEN_SET"]

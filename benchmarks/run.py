@@ -3,7 +3,8 @@
     python benchmarks/run.py [--repeat 5] [--jobs N]
 
 Downloads the pinned corpus sources from PyPI (no dependencies) into
-benchmarks/corpus/ (git-ignored), installs the pinned tools when they are missing,
+benchmarks/corpus/ (git-ignored), installs the pinned tools when they are missing
+(TorchFix in a virtual environment of its own there: it pins an older LibCST),
 then runs, alternating, several times: torchdevlint check cold (no cache) and warm
 (cache primed), ruff check --select E,F,B on the whole corpus, TorchFix on fairseq,
 flake8 with and without the TDL plugin on fairseq (TDL selected, and only E9 selected),
@@ -33,7 +34,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
 PACKAGES = {"transformers": "5.23.0", "fairseq": "0.12.2", "mmdet": "3.3.0", "yolov5": "7.0.14"}
-TOOLS = {"ruff": "ruff==0.17.0", "torchfix": "torchfix==0.7.0", "flake8": "flake8"}
+TOOLS = {"ruff": "ruff==0.17.0", "flake8": "flake8"}
+# TorchFix pins an older LibCST (0.7.0: libcst 1.5.1); in torchdevlint's environment it
+# would downgrade the LibCST torchdevlint is measured with, and its flake8 plugin would
+# join flake8's runs. It gets an environment of its own.
+TORCHFIX = "torchfix==0.7.0"
+TORCHFIX_ENV = CORPUS / "torchfix-env"
 PY = sys.executable
 
 # flake8 with every plugin but TDL: the "without" side of the flake8 overhead figure
@@ -85,11 +91,18 @@ def compile_bytecode() -> None:
     compileall.compile_dir(str(HERE.parent / "torchdevlint"), quiet=1)
 
 
-def ensure_tools() -> None:
+def ensure_tools() -> str:
+    """Install the pinned tools that are missing; TorchFix in its own environment.
+    Returns that environment's Python."""
     missing = [spec for tool, spec in TOOLS.items() if shutil.which(tool) is None
                and subprocess.run([PY, "-c", f"import {tool}"], capture_output=True).returncode != 0]
     if missing:
         subprocess.run([PY, "-m", "pip", "install", "-q", *missing], check=True)
+    python = TORCHFIX_ENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    if not python.exists():
+        subprocess.run([PY, "-m", "venv", str(TORCHFIX_ENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", TORCHFIX], check=True)
+    return str(python)
 
 
 RUFF = "ruff"
@@ -171,7 +184,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
     src = fetch()
-    ensure_tools()
+    torchfix_python = ensure_tools()
     compile_bytecode()
     files, lines = count_lines(src)
     fairseq = src / "fairseq"
@@ -193,7 +206,7 @@ def main() -> int:
         "torchdevlint fairseq": [PY, "-m", "torchdevlint", "check", str(fairseq), "-q", "--exit-zero",
                                  "--no-cache", "--jobs", str(args.jobs)],
         "ruff E,F,B": [RUFF, "check", "--select", "E,F,B", "--exit-zero", "--no-cache", str(src)],
-        "torchfix fairseq": [PY, "-m", "torchfix", str(fairseq)],
+        "torchfix fairseq": [torchfix_python, "-m", "torchfix", str(fairseq)],
         "flake8+TDL fairseq": [PY, "-m", "flake8", "--exit-zero", "-j", str(args.jobs), str(fairseq)],
         "flake8 fairseq": [PY, "-c", FLAKE8_WITHOUT, "--exit-zero", "-j", str(args.jobs), str(fairseq)],
         "flake8+TDL E9": [PY, "-m", "flake8", "--select", "E9", "--exit-zero", "-j", str(args.jobs), str(fairseq)],

@@ -143,7 +143,7 @@ def _analyse_one(text: str, rules: Sequence[Rule], device_name: str, project,
         return [tool_finding("TDL900", f"LibCST cannot parse this file: {exc.message}", line, col)]
     except RecursionError:
         return [tool_finding("TDL902", "the file is nested too deeply for LibCST's parser")]
-    except Exception as exc:  # LibCST's own bug on valid code (its #1061): this file only
+    except Exception as exc:  # a bug of LibCST's on valid code: this file only
         return [internal_error("LibCST", exc)]
     try:
         analysis = Analysis(module, device_name, text, project, starts)

@@ -1,5 +1,6 @@
 """A read-only walk over a LibCST tree: ``walk(node, visitor)`` does what
-``node.visit(visitor)`` does for a ``cst.CSTVisitor``, at a fraction of the cost.
+``node.visit(visitor)`` does for a ``cst.CSTVisitor``, at a fraction of the cost; and the
+engine's parse, ``parse_valid`` (at the end: LibCST's tree without its validation).
 
 LibCST's ``visit`` rebuilds every node it leaves, even for a visitor that changes
 nothing: each child attribute goes through a generator, and each node is constructed

@@ -65,11 +65,10 @@ class InternalError(_ToolError):
     name = "internal-error"
     summary = "a rule failed on this file; the other rules and files were still checked"
     what = """
-        An unexpected exception inside a rule, in the shared analysis or in LibCST (whose
-        1.x parser fails on some valid code, such as `() if 0 else(lambda:())`), or fixes
-        that did not settle.
+        An unexpected exception inside a rule, in the shared analysis or in LibCST's parser,
+        or fixes that did not settle.
     """
-    why = "A bug in torchdevlint: please report it with the file that triggers it."
+    why = "A bug in torchdevlint (or LibCST): please report it with the file that triggers it."
     example = "# any file on which a rule raised"
     use_instead = "# nothing to change in your code"
 

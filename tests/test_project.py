@@ -129,6 +129,82 @@ def test_a_warm_run_analyses_nothing_again(tmp_path, monkeypatch):
     assert once() != first and str(tmp_path / "pkg" / "train.py") in calls
 
 
+ELSEWHERE = '''\
+import torch
+from vendor.layers import Block
+
+
+def main():
+    return Block().cuda()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_the_whole_run_pass_analyses_again_only_what_the_index_answers(tmp_path, monkeypatch):
+    """A file waits for the index only where its receivers' classes may be the run's own;
+    the index is asked those questions again first: a file whose classes the run does not
+    define (``vendor.layers.Block``) gets no other answer and is not analysed again (its
+    first answer stands), while one whose class the index proves is, and becomes safe."""
+    from torchdevlint import runner
+    from torchdevlint.settings import Settings
+
+    _project(tmp_path)
+    (tmp_path / "pkg" / "serve.py").write_text(ELSEWHERE)
+    paths = [str(tmp_path / "pkg" / n) for n in ("__init__.py", "models.py", "serve.py", "train.py")]
+    serve, train = paths[2], paths[3]
+    for mode in ("check", "fix"):
+        calls = []
+        real = runner.process
+        monkeypatch.setattr(runner, "process", lambda job: calls.append(job.path) or real(job))
+        results = runner.run(paths, mode if mode == "check" else "diff", Settings())
+        assert calls.count(serve) == 1 and calls.count(train) == 2, mode
+        assert results[2].asked == frozenset({("lookup", "vendor.layers.Block")})
+        assert [(v.start[0], v.fix.applicability.value, sorted(v.fix.blocked_by))
+                for v in results[2].violations] == [(6, "unsafe", ["receiver"])]
+        # the same answers as analysing every waiting file again
+        monkeypatch.setattr(runner, "_index_may_change", lambda *a: True)
+        again = runner.run(paths, mode if mode == "check" else "diff", Settings())
+        assert calls.count(serve) == 3
+        assert [(r.violations, r.diff) for r in again] == [(r.violations, r.diff) for r in results]
+        monkeypatch.undo()
+    check = runner.run(paths, "check", Settings())
+    assert [v.fix.applicability.value for v in check[3].violations] == ["safe", "unsafe", "safe"]
+
+
+def test_a_file_is_analysed_again_unless_every_answer_it_got_is_known_to_hold(tmp_path):
+    """What decides whether the whole-run pass analyses a file again: the index's answers
+    to its questions; and always where they are unknown (a cached result) or where it
+    waits on the run's importers or constructors."""
+    from torchdevlint.model import Applicability, Fix, Violation
+    from torchdevlint.project import build_index
+    from torchdevlint.runner import FileResult, _index_may_change, read_source
+
+    _project(tmp_path)
+    paths = [str(tmp_path / "pkg" / n) for n in ("__init__.py", "models.py", "train.py")]
+    index = build_index(paths, read_source)
+    assert index.module_kind(("lookup", "pkg.models.Generator")) == "module"
+    assert index.module_kind(("lookup", "pkg.models.Quantized")) is None  # its own cuda()
+    assert index.module_kind(("star", ("pkg.models",), "Base")) == "module"
+    assert index.module_kind(("lookup", "vendor.layers.Block")) is None
+    waits = [Violation("TDL001", "bare-cuda-call", "m", (6, 11), (6, 24),
+                       Fix(Applicability.UNSAFE, "f", blocked_by=frozenset({"receiver"})), "x.py")]
+    unknown = ("lookup", "vendor.layers.Block")
+
+    def may(asked, violations=waits, importees=()):
+        return _index_may_change(FileResult("x.py", violations, asked=asked), index, importees)
+
+    assert not may(frozenset({unknown})) and not may(frozenset())
+    assert may(frozenset({unknown, ("lookup", "pkg.models.Generator")}))
+    assert may(None)  # a cached first answer: what it asked is not known
+    assert may(frozenset({unknown}), importees=("x.py",))
+    constructors = [Violation("TDL005", "legacy-cuda-tensor-type", "m", (1, 0), (1, 5),
+                              Fix(Applicability.DISPLAY, "f", blocked_by=frozenset({"constructors"})), "x.py")]
+    assert may(frozenset({unknown}), constructors)
+
+
 DEFAULTS = '''\
 from yacs.config import CfgNode as CN
 

@@ -149,8 +149,8 @@ def test_a_fix_that_damages_code_elsewhere_is_rejected(monkeypatch):
     """The AST-equivalence check: an edit that strays outside the reported statement."""
     real = engine._analyse
 
-    def sabotaged(text, rules, device_name, project=None, starts=None):
-        found = real(text, rules, device_name, project, starts)
+    def sabotaged(text, rules, device_name, project=None, starts=None, asked=None):
+        found = real(text, rules, device_name, project, starts, asked)
         out = []
         for v in found:
             if v.fix is not None:
@@ -172,10 +172,10 @@ def test_a_fix_that_damages_code_elsewhere_is_rejected(monkeypatch):
 def test_a_fix_that_does_not_compile_is_rejected(monkeypatch):
     real = engine._analyse
 
-    def broken(text, rules, device_name, project=None, starts=None):
+    def broken(text, rules, device_name, project=None, starts=None, asked=None):
         return [type(v)(v.code, v.name, v.message, v.start, v.end,
                         Fix(Applicability.SAFE, "x", (Edit(v.start, v.end, "to(device"),)))
-                for v in real(text, rules, device_name, project, starts)]
+                for v in real(text, rules, device_name, project, starts, asked)]
 
     monkeypatch.setattr(engine, "_analyse", broken)
     outcome = engine.fix_source(CUDA)

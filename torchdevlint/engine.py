@@ -80,12 +80,14 @@ def run_big_stack(fn: Callable[..., T], *args) -> T:
 # ---------------------------------------------------------------------- check
 def check_source(text: str, filename: str = "-", settings: Settings = Settings(),
                  apply_noqa: bool = True, project=None, passed: Optional[FrozenSet[str]] = None,
-                 starts: Optional[List[Tuple[int, int]]] = None) -> List[Violation]:
+                 starts: Optional[List[Tuple[int, int]]] = None, asked: Optional[set] = None) -> List[Violation]:
     """Findings for one module's text, sorted, with ``# noqa`` applied (flake8 applies
     its own, so its plugin passes ``apply_noqa=False``). ``project`` (a CLI run's index
     of its files) may make fixes surer; it never changes what is found. ``passed`` are
     the codes the caller's screen let through (the text parses: no second parse), with
-    ``starts``, where CPython saw each statement start (``statement_starts``)."""
+    ``starts``, where CPython saw each statement start (``statement_starts``). ``asked``
+    gets every question the analysis put to ``project`` (or would have, with none:
+    ``ProjectIndex.module_kind``)."""
     codes = settings.enabled_codes(filename)
     rules = [r for r in RULES if r.code in codes and r.may_fire(text)]  # rules that need less get less
     if not rules:
@@ -108,7 +110,7 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
     else:
         if not rules:
             return []
-        found = run_big_stack(_analyse, text, rules, settings.device_name, project, starts)
+        found = run_big_stack(_analyse, text, rules, settings.device_name, project, starts, asked)
     found = [v for v in found if v.code in codes]
     noqa = noqa_map(text) if found and apply_noqa else {}
     kept = [
@@ -120,7 +122,7 @@ def check_source(text: str, filename: str = "-", settings: Settings = Settings()
 
 
 def _analyse(text: str, rules: Sequence[Rule], device_name: str, project=None,
-             starts: Optional[List[Tuple[int, int]]] = None) -> List[Violation]:
+             starts: Optional[List[Tuple[int, int]]] = None, asked: Optional[set] = None) -> List[Violation]:
     # LibCST's tree and the analysis' facts are hundreds of thousands of objects that all
     # live until the file is done: the cyclic collector's passes over them while they are
     # built free nothing and cost 13-14% of parse, analysis and rules (benchmark corpus,
@@ -128,14 +130,14 @@ def _analyse(text: str, rules: Sequence[Rule], device_name: str, project=None,
     was_collecting = gc.isenabled()
     gc.disable()
     try:
-        return _analyse_one(text, rules, device_name, project, starts)
+        return _analyse_one(text, rules, device_name, project, starts, asked)
     finally:
         if was_collecting:
             gc.enable()
 
 
 def _analyse_one(text: str, rules: Sequence[Rule], device_name: str, project,
-                 starts: Optional[List[Tuple[int, int]]]) -> List[Violation]:
+                 starts: Optional[List[Tuple[int, int]]], asked: Optional[set]) -> List[Violation]:
     try:
         module = parse_valid(text)  # (CPython's parser accepted the text)
     except cst.ParserSyntaxError as exc:
@@ -159,6 +161,8 @@ def _analyse_one(text: str, rules: Sequence[Rule], device_name: str, project,
             found.append(tool_finding("TDL902", f"{rule.code} gave up: the file is nested too deeply"))
         except Exception as exc:  # a bug in one rule must not hide the others
             found.append(internal_error(rule.code, exc))
+    if asked is not None:
+        asked.update(analysis.project_questions)
     return _one_applicability_per_statement(found, text, lambda: analysis.statement_lines)
 
 
@@ -254,14 +258,16 @@ class FixOutcome:
 
 
 def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
-               unsafe: bool = False, project=None, look: FrozenSet[str] = frozenset()) -> FixOutcome:
+               unsafe: bool = False, project=None, look: FrozenSet[str] = frozenset(),
+               asked: Optional[set] = None) -> FixOutcome:
     """Apply fixes, re-check, repeat until stable (bounded); verify every round. The
     findings of the ``look`` codes (enabled in ``settings``) are only counted, in the
-    text as it ends: never fixed, never among what remains."""
+    text as it ends: never fixed, never among what remains. ``asked``: as
+    ``check_source``'s, over every round."""
     original = text
     outcome = FixOutcome(text)
     for _ in range(MAX_FIX_ROUNDS):
-        found = check_source(text, filename, settings, project=project)
+        found = check_source(text, filename, settings, project=project, asked=asked)
         if look:
             outcome.looked = Counter(v.code for v in found if v.code in look)
             found = [v for v in found if v.code not in look]
@@ -284,15 +290,15 @@ def fix_source(text: str, filename: str = "-", settings: Settings = Settings(),
         text = new_text
         outcome.applied.update(v.code for v in chosen)
     else:
-        outcome.remaining = [v for v in check_source(text, filename, settings, project=project)
+        outcome.remaining = [v for v in check_source(text, filename, settings, project=project, asked=asked)
                              if v.code not in look]
         if any(v.fix and v.fix.applies(unsafe) for v in outcome.remaining):
             # fixes that keep finding more to fix are a bug: nothing of it is written
             outcome.rejected.append(tool_finding(
                 "TDL903", f"fixes did not settle after {MAX_FIX_ROUNDS} rounds: nothing written",
                 1, 0, filename))
-            outcome.remaining = [v for v in check_source(original, filename, settings, project=project)
-                                 if v.code not in look]
+            outcome.remaining = [v for v in check_source(original, filename, settings, project=project,
+                                                         asked=asked) if v.code not in look]
             outcome.applied = Counter()
             text = original
     outcome.text = text if text != original else original

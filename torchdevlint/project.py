@@ -52,6 +52,16 @@ class ProjectIndex:
         """The index as the analysis of ``path`` reads it."""
         return replace(self, imported_by_scripts=path in self.script_modules, path=path)
 
+    def module_kind(self, question: Tuple) -> Optional[str]:
+        """The index's answer to a question of the analysis (``torch_kind``): 'module'
+        where the class is a torch module without its own ``cuda``, else None (as with
+        no index). ``question`` is ("lookup", qualified name), or ("star", the modules
+        of the file's star imports, name). The whole-run pass asks the questions a
+        file's analysis asked without the index again: a file that gets no other answer
+        is not analysed again."""
+        facts = self.star(question[1], question[2]) if question[0] == "star" else self.lookup(question[1])
+        return "module" if facts is not None and facts[0] and not facts[1] else None
+
     def constructors_elsewhere(self) -> Optional[List[Tuple[str, int]]]:
         """The run's other files that call ``torch.Tensor(...)`` (path, line); None when
         the index did not read them."""

@@ -56,6 +56,9 @@ class FileResult:
     parsed: bool = False
     digest: Optional[str] = None
     looked: Counter = field(default_factory=Counter)  # the `look` codes' findings, by code
+    # the questions the analysis put to the run's index (``ProjectIndex.module_kind``);
+    # None where not known (a cached or notebook result): the whole-run pass reads them
+    asked: Optional[FrozenSet[tuple]] = None
 
 
 # ------------------------------------------------------------------ discovery
@@ -171,13 +174,16 @@ def _process(job: Job) -> FileResult:
             return result  # screened without the engine: no rule can fire on this code
     from .engine import check_source, fix_source  # LibCST comes with it: only for what may match
 
+    asked: set = set()
     if job.mode == "check":
         passed, starts = (screened.codes, screened.starts) if screened is not None else (None, None)
         result.violations = check_source(source.text, job.path, job.settings, project=job.project,
-                                         passed=passed, starts=starts)
+                                         passed=passed, starts=starts, asked=asked)
+        result.asked = frozenset(asked)
         return result
     outcome = fix_source(source.text, job.path, job.settings, unsafe=job.unsafe, project=job.project,
-                         look=job.look)
+                         look=job.look, asked=asked)
+    result.asked = frozenset(asked)
     result.violations = sorted(outcome.remaining + outcome.rejected, key=Violation.sort_key)
     result.looked = outcome.looked
     if not outcome.changed:
@@ -615,6 +621,18 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
     return [results[p] for p in paths]
 
 
+def _index_may_change(result: FileResult, project: ProjectIndex, importees: Tuple[str, ...]) -> bool:
+    """Whether analysing a file again with the run's index may change its result: it waits
+    on what the index tells of its importers or of the run's constructors, or the index
+    answers one of the questions its analysis asked without it otherwise than no index
+    did (given the same answers, the analysis takes the same path and asks nothing new).
+    Unknown questions (a cached or notebook result): it may."""
+    if result.asked is None or result.path in importees or any(
+            v.fix is not None and "constructors" in v.fix.blocked_by for v in result.violations):
+        return True
+    return any(project.module_kind(q) is not None for q in result.asked)
+
+
 # files per task handed to a worker: a few large files dominate a run, and chunks of a
 # sixteenth of the run kept one worker busy alone at the end (0.5 s of 5 s on the
 # benchmark corpus); smaller chunks cost a little more to hand out
@@ -690,8 +708,13 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
                 cache.put(path, "", results[path].violations, whole_run=True, tree=tree)  # type: ignore[union-attr]
         return
     keys: Dict[str, str] = {}
+    stamp = project.fingerprint() if cache is not None and cache.enabled else ""
+    for path in [p for p in needy if not _index_may_change(results[p], project, importees)]:
+        needy.remove(path)  # its first answer stands: nothing it asked gets another answer
+        if path in digests:
+            cache.put(path, f"{digests[path]}|{stamp}", results[path].violations,  # type: ignore[union-attr]
+                      whole_run=True, tree=tree)
     if cache is not None and cache.enabled:
-        stamp = project.fingerprint()
         for path in list(needy):
             if path not in digests:
                 continue
@@ -702,6 +725,8 @@ def _with_project(paths: List[str], results: Dict[str, FileResult], mode: str, u
                 needy.remove(path)
                 cache.put(path, keys[path], hit, whole_run=True, tree=tree)  # (this tree too, now)
     again = [Job(p, mode, unsafe, settings, roots=roots, project=project.for_file(p), look=look) for p in needy]
+    if not again:
+        return
     for result in workers.process_all(again):
         if result.path in keys:
             cache.put(result.path, keys[result.path], result.violations, whole_run=True, tree=tree)  # type: ignore[union-attr]

@@ -39,6 +39,7 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
                  project=None, starts: Optional[List[Tuple[int, int]]] = None):
         self.module = module
         self.project = project  # the run's ``project.ProjectIndex`` (CLI runs over a tree), or None
+        self.project_questions = set()  # what the analysis asked the index (``index_answer``)
         # where CPython's parser saw each statement start (``statement_starts``), if the
         # caller parsed the text with it; else parsed when a position is first needed
         self._given_starts = starts

@@ -4,7 +4,7 @@ name is bound to."""
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Tuple
+from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -109,13 +109,11 @@ def _plain_options(value: cst.BaseExpression) -> bool:
         and _keeps_collation(str(el.key.evaluated_value), el.value) for el in value.elements)
 
 
-def _module_kind(facts) -> Optional[str]:
-    """'module' for a class of the run that is an nn.Module without its own ``cuda``."""
-    return "module" if facts is not None and facts[0] and not facts[1] else None
-
-
 class ReceiversMixin:
     project_asked: bool = False  # see torch_kind
+    # every question put to the index (or that would have been, with none): see
+    # ``ProjectIndex.module_kind``
+    project_questions: Set[Tuple]
     # ------------------------------------------------------------- value typing
     def torch_kind(self, expr: cst.BaseExpression, scope: Scope, _depth: int = 0,
                    use_project: bool = False) -> Optional[str]:
@@ -133,7 +131,7 @@ class ReceiversMixin:
                 kind = _kind_of_torch_callable(q)
                 if kind is None and use_project:
                     self.project_asked |= not outside_program(q)
-                    kind = self._project_kind(q)
+                    kind = self._ask(("lookup", q))
                 return kind
             klass = self.local_class(func, scope)
             if klass is not None:
@@ -145,8 +143,9 @@ class ReceiversMixin:
                 owner, _ = self.lookup(func.value, scope)
                 if owner is None:
                     self.project_asked = True
+                    kind = self._ask(("star", tuple(self.star_imports), func.value))
                     if self.project is not None:
-                        return _module_kind(self.project.star(self.star_imports, func.value))
+                        return kind
             if isinstance(func, cst.Attribute):
                 inner = self.torch_kind(func.value, scope, _depth + 1, use_project)
                 method = func.attr.value
@@ -293,10 +292,9 @@ class ReceiversMixin:
         finally:
             self._typing.discard(key)
 
-    def _project_kind(self, qualname: str) -> Optional[str]:
-        if self.project is None:
-            return None
-        return _module_kind(self.project.lookup(qualname))
+    def _ask(self, question: Tuple) -> Optional[str]:
+        self.project_questions.add(question)
+        return self.project.module_kind(question) if self.project is not None else None
 
     def values_of(self, name: str, scope: Scope) -> Optional[List[Tuple[cst.BaseExpression, Scope]]]:
         owner, imported = self.lookup(name, scope)

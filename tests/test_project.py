@@ -89,6 +89,21 @@ def test_the_whole_run_pass_answers_the_same_on_the_run_s_workers(tmp_path):
     assert _applicability(two.stdout) == [(9, "safe"), (10, "unsafe"), (12, "safe")] * 7
 
 
+def test_the_run_s_own_process_builds_and_asks_the_index_without_libcst(tmp_path):
+    """The whole-run pass runs in the run's own process between the workers' passes: its
+    index (which asks torch's names whether they make modules) and its questions import
+    neither LibCST nor the analysis, which only the workers need."""
+    _project(tmp_path)
+    for i in range(6):
+        (tmp_path / "pkg" / f"train{i}.py").write_text(TRAIN)
+    probe = ("import sys\nfrom torchdevlint.cli import main\n"
+             "rc = main(['check', '--no-cache', '-q', '--jobs', '2', '--output-format', 'json', '.'])\n"
+             "print(rc, 'libcst' in sys.modules, any(m.startswith('torchdevlint.analysis') for m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    assert _applicability(out.stdout.rsplit("\n", 2)[0]) == [(9, "safe"), (10, "unsafe"), (12, "safe")] * 7
+    assert out.stdout.split("\n")[-2] == "1 False False", out.stdout[-300:] + out.stderr
+
+
 def test_the_cache_keeps_tree_and_single_file_answers_apart(tmp_path):
     _project(tmp_path)
     tree = cli("check", "--output-format", "json", ".", cwd=tmp_path).stdout

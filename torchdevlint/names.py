@@ -161,5 +161,21 @@ def canonical(name: str) -> str:
     return name
 
 
+_NOT_MODULE_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
+                                      "torch.nn.init", "torch.nn.functional", "torch.nn.utils"})
+
+
+def is_module_constructor(q: str) -> bool:
+    """Whether calling the qualified name ``q`` makes a torch module: a class of
+    ``torch.nn`` (not a parameter, nor a function of ``init``, ``functional``, ``utils``),
+    any of torchvision's models, timm's ``create_model``."""
+    if any(q == n or q.startswith(n + ".") for n in _NOT_MODULE_CONSTRUCTORS):
+        return False
+    if q.startswith(("torch.nn.", "torchvision.models.")):
+        last = q.rsplit(".", 1)[-1]
+        return q.startswith("torchvision.models.") or last[:1].isupper()
+    return q == "timm.create_model"
+
+
 def is_torch(name: str) -> bool:
     return name == "torch" or name.startswith("torch.")

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
+from .names import canonical, is_module_constructor
+
 # names a module key can hold, and what each class is: (is an nn.Module, defines cuda)
 ClassFacts = Tuple[bool, bool]
 
@@ -384,10 +386,7 @@ def _resolve(base: str, imports: Dict[str, str], local: Set[str], module_key: st
 
 @lru_cache(maxsize=None)
 def _torch_module(qualname: str) -> bool:
-    from .analysis.receivers import _is_module_constructor
-    from .names import canonical
-
-    return _is_module_constructor(canonical(qualname))
+    return is_module_constructor(canonical(qualname))
 
 
 def _suffix_hit(qualname: str, raw: Dict[str, object]) -> Optional[str]:

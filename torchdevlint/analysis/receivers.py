@@ -8,6 +8,7 @@ from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
+from ..names import is_module_constructor
 from ..project import outside_program
 from .facts import (  # noqa: F401
     Scope,
@@ -48,9 +49,6 @@ _TENSOR_CLASSES = frozenset(
      "torch.BoolTensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter",
      "torch.autograd.Variable", "torch.autograd.variable.Variable"}
 )
-_MODULE_CONSTRUCTOR_PREFIXES = ("torch.nn.", "torchvision.models.", "timm.create_model")
-_NOT_MODULE_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
-                                      "torch.nn.init", "torch.nn.functional", "torch.nn.utils"})
 # torch's own loaders: without a `collate_fn` each batch is made by `default_collate`,
 # which gives tensors (and lists, dicts, tuples, strings of them) and refuses anything else
 _LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -61,19 +59,10 @@ UNPROVEN_RECEIVER = "the receiver may not be a torch tensor or module"  # a fix'
 _CYCLE = "<cycle>"  # a name whose value depends on itself, while it is being typed
 
 
-def _is_module_constructor(q: str) -> bool:
-    if any(q == n or q.startswith(n + ".") for n in _NOT_MODULE_CONSTRUCTORS):
-        return False
-    if q.startswith(("torch.nn.", "torchvision.models.")):
-        last = q.rsplit(".", 1)[-1]
-        return q.startswith("torchvision.models.") or last[:1].isupper()
-    return q == "timm.create_model"
-
-
 def _kind_of_torch_callable(q: str) -> Optional[str]:
     if q in _TENSOR_CLASSES:
         return "tensor"
-    if _is_module_constructor(q):
+    if is_module_constructor(q):
         return "module"
     if q.startswith(_FACTORY_PREFIXES):
         return "tensor"

@@ -16,7 +16,6 @@ from .facts import (  # noqa: F401
     names_in,
 )
 from .collector import ident
-from .receivers import _is_module_constructor
 
 
 class ResolutionMixin:
@@ -156,7 +155,7 @@ class ResolutionMixin:
         seen.add(klass.node)
         for base in klass.bases:
             q = self.qualname(base, klass.outer)
-            if q and _is_module_constructor(q):
+            if q and N.is_module_constructor(q):
                 return True
             parent = self.local_class(base, klass.outer)
             if parent is not None and parent.node not in seen and self.is_module_class(parent, seen):

@@ -269,6 +269,17 @@ TEXT_GATES = [
       "DDP(m, device_ids=[args.local_rank], output_device=args.local_rank)", "x.to(\n    self.Local_Rank)",
       "y = torch.zeros(1, device=cfg.gpu_id)"],
      ["x.to(device)", "DDP(m, device_ids=None)", "f = my_device(rank)", "Device = GPU", "x.to(ranking)"]),
+    # a call given map_location= at its own level, a comment, a doctest: no load the gate passes
+    ("load", _group("TDL006", 0),
+     ["import torch\nx = torch.load(p)", "import torch\nx = torch.load(g(map_location='cpu'))",
+      "import torch\nx = torch.load(p)  # map_location='cpu'", "import torch\nx = torch.load(\n    p,  # (map_location=)\n)",
+      "import torch\ns = '#'; x = torch.load(p)", "import torch\nx = torch.load(f'{p}', )",
+      "import torch\nx = torch.load(p, map_location='cpu')\ny = torch.load(q)",
+      "import torch\nx = torch.load(open(p, 'rb'))", "import torch\nx = torch.load(p, my_map_location=1)"],
+     ["import torch\nx = torch.load(p, map_location='cpu')", "import torch\nx = torch.load(')', map_location=d)",
+      "import torch\nx = torch.load(\n    p,  # a comment )\n    map_location=lambda s, l: s,\n)",
+      "import torch\n# x = torch.load(p)", "import torch\nx = 1  # torch.load(p)",
+      'def f():\n    """\n    >>> x = torch.load(p)\n    """', "import torch\nx = torch.jit.load(p, map_location=d)"]),
 ]
 
 

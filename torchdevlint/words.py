@@ -154,21 +154,24 @@ def _load_reference(data) -> bool:
     at all: the word ``load`` after a dot (``torch.load``, ``th . load``, across a line
     break) or in an import list (``from torch import (jit, load)``, comments allowed).
     Not ``load_state_dict``, ``download``, ``def load(``: most torch files only have those;
-    nor ``json.load``, ``np.load``: what stands before the dot must be able to be torch."""
+    nor ``json.load``, ``np.load``: what stands before the dot must be able to be torch;
+    nor a call given ``map_location=``, nor one in a comment or a doctest."""
     kind = type(data)
     dot, space, imp = (".", " \t\r\n\\", "import") if kind is str else (b".", b" \t\r\n\\", b"import")
-    text = None  # the data as str (ASCII in place), decoded once if a receiver is looked at
+    text = None  # the data as str (ASCII in place), decoded once at the first word `load`
     for m in _LOAD[kind].finditer(data):
         k = m.start() - 1
         before = data[k:k + 1]
         if k >= 0 and (_WORD.match(before if kind is str else before.decode("latin-1"))):
             continue  # `download`, `reload`: not the word `load`
+        if text is None:
+            text = data if kind is str else data.decode("latin-1")
+        if _not_code(text, m.start()):
+            continue
         while k >= 0 and data[k:k + 1] in space:
             k -= 1
         if k >= 0 and data[k:k + 1] == dot:
-            if text is None:
-                text = data if kind is str else data.decode("latin-1")
-            if _may_be_torch(text, k):
+            if _may_be_torch(text, k) and not _maps_location(text, m.end()):
                 return True
         at = data.rfind(imp, 0, m.start())
         if at >= 0 and _IMPORT_LIST[kind].fullmatch(_COMMENT[kind].sub(data[:0], data[at + 6:m.start()])):
@@ -182,6 +185,63 @@ def _load_reference(data) -> bool:
 _TORCH_RECEIVERS = frozenset({"torch", "jit", "hub", "serialization"})
 _ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _WS = r"(?:[ \t]|\\\r?\n)"  # a space within a statement (a backslash continues the line)
+
+
+def _not_code(text: str, at: int) -> bool:
+    """Whether ``text[at]`` certainly is not code: after a ``#`` on a line with no quote
+    before it (a comment, or a line of a multi-line string: either way no code), or on a
+    line that starts with a doctest prompt (``>>> x = torch.load(f)`` in a docstring:
+    ``>>>`` is never valid code)."""
+    line = text[text.rfind("\n", 0, at) + 1:at]
+    if "#" in line and "'" not in line and '"' not in line:
+        return True
+    return line.lstrip().startswith(">>>")
+
+
+_MAP_LOCATION = re.compile(r"map_location[ \t]*=(?!=)")
+_SCAN = 4096  # characters of a call's arguments read before giving up
+
+
+def _maps_location(text: str, at: int) -> bool:
+    """Whether ``text[at:]`` is the argument list of a call given ``map_location=`` (at its
+    own level, not in a nested call): ``(path, map_location="cpu")``. False wherever
+    that is not certain: no call, an f-string or triple-quoted string, a long or
+    unterminated list. Strings and comments are skipped, so a ``)`` in them ends
+    nothing. (The common call in a loader that already maps: it cannot fire TDL006.)"""
+    n = len(text)
+    j = at
+    while j < n and text[j] in " \t\\":
+        j += 1
+    if j >= n or text[j] != "(":
+        return False
+    depth, found, end = 0, False, min(n, j + _SCAN)
+    while j < end:
+        ch = text[j]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return found
+        elif ch == "#":
+            j = text.find("\n", j)
+            if j < 0:
+                return False
+            continue
+        elif ch in "'\"":
+            if text.startswith(ch * 3, j) or "f" in text[max(at, j - 2):j].lower():
+                return False  # (an f-string's fields may hold anything)
+            close = j + 1
+            while close < end and text[close] != ch:
+                if text[close] in "\\\n":
+                    return False  # an escape, or a line ends inside: not worth reading
+                close += 1
+            j = close + 1
+            continue
+        elif depth == 1 and ch == "m" and _MAP_LOCATION.match(text, j) and not _WORD.match(text[j - 1]):
+            found = True
+        j += 1
+    return False
 
 
 def _may_be_torch(text: str, dot: int) -> bool:

@@ -327,7 +327,10 @@ def _stars(text: str) -> List[str]:
 def _module_keys(path: str, base: str) -> List[str]:
     """``a/b/models.py`` -> ["a.b.models", "b.models", "models"] (relative to the run's
     common folder; scripts import their siblings as top-level modules)."""
-    rel = os.path.relpath(os.path.abspath(path), base) if base else path
+    rel = path
+    if base:  # (every file lies under ``base``, their common folder: a prefix, not ``relpath``'s walk)
+        full = os.path.abspath(path)
+        rel = full[len(base):].lstrip(os.sep) if full.startswith(base) else os.path.relpath(full, base)
     parts = rel[:-3].replace(os.sep, "/").split("/")
     if parts[-1] == "__init__":
         parts = parts[:-1]

@@ -230,6 +230,18 @@ def test_positions_are_libcst_positions_for_every_node():
                 assert analysis.range(node) == expected[node]
 
 
+def test_positions_without_the_wrapper_are_the_wrapper_s_for_every_node():
+    """``treewalk.positions`` runs PositionProvider's own pass without the metadata
+    wrapper's extra walk of the tree: the same range for every node of every source."""
+    from torchdevlint.analysis.treewalk import positions
+
+    for text in sources(("engine.py", "analysis/*.py")):
+        module = cst.parse_module(text)
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        got = positions(module)
+        assert len(got) == len(expected) > 0 and all(got[node] == rng for node, rng in expected.items())
+
+
 def test_cpython_and_libcst_count_the_same_statements():
     for text in sources():
         analysis = Analysis(cst.parse_module(text), text=text)

@@ -17,13 +17,13 @@ from functools import cached_property
 from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from .. import names as N
 from ..screen import statement_starts
 from ..source import LineIndex, split_lines
 from .collector import _Collector
-from .treewalk import walk
+from .treewalk import positions as node_positions, walk
 from .facts import CallSite, ClassInfo, FunctionInfo, Scope, called_name
 from .concurrency import ConcurrencyMixin
 from .parallel import ParallelMixin
@@ -122,7 +122,7 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
     # statement starts.
     @cached_property
     def positions(self):
-        return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return node_positions(self.module)
 
     @cached_property
     def _realign(self) -> Optional["_Realign"]:
@@ -164,9 +164,9 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         cached = self._ranges.get(top)
         if cached is None:
             mini = self.module.with_changes(body=[top], header=[], footer=[])
-            positions = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
+            found = node_positions(mini)
             # placed by the statement itself: CPython's parser says where it starts
-            cached = self._ranges[top] = (positions, self._starts[top][0] - positions[top].start.line)
+            cached = self._ranges[top] = (found, self._starts[top][0] - found[top].start.line)
         return _shift(cached[0][node], cached[1])
 
     @cached_property
@@ -225,8 +225,7 @@ class Analysis(ResolutionMixin, ReceiversMixin, PlacementMixin, ConcurrencyMixin
         if indent:
             stmt = cst.If(test=cst.Name("_"), body=cst.IndentedBlock(body=[copy], indent=indent))
         mini = self.module.with_changes(body=[stmt], header=[], footer=[])
-        positions = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
-        return positions, copy, row - (2 if indent else 1)
+        return node_positions(mini), copy, row - (2 if indent else 1)
 
     def code(self, node: cst.CSTNode) -> str:
         """The node's source, as LibCST writes it (a function's is asked for by several

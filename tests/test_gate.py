@@ -280,6 +280,22 @@ TEXT_GATES = [
       "import torch\nx = torch.load(\n    p,  # a comment )\n    map_location=lambda s, l: s,\n)",
       "import torch\n# x = torch.load(p)", "import torch\nx = 1  # torch.load(p)",
       'def f():\n    """\n    >>> x = torch.load(p)\n    """', "import torch\nx = torch.jit.load(p, map_location=d)"]),
+    # a device context called as a statement of its own, however spelled; not one entered,
+    # assigned, passed, a device object, another name ending in `device`, a comment
+    ("device-context", _group("TDL103", 0),
+     ["import torch\ntorch.cuda.device(1)", "import torch as th\nth . cuda . device (1)",
+      "import torch\ntorch.cuda \\\n    .device(1)", "import torch\nif x: torch.cuda.device(1)",
+      "import torch\nx = 1; torch.cuda.device(1)", "import torch\n(torch.cuda.device(1))",
+      "from torch.cuda import device\ndevice(1)", "from torch.cuda import device as cuda_device\ncuda_device(1)",
+      "import torch.cuda as C\nC.device_of(t)", "from torch import accelerator\naccelerator.device_index(0)",
+      "import torch\ndef f(t):\n    torch.cuda.device_of(t)", "import torch\ns = '#'; torch.cuda.device(1)",
+      "from torch import cuda as 火\n火.device(1)", "import torch\nwith x:\n    torch.cuda.device(\n        1)"],
+     ["import torch\nwith torch.cuda.device(1):\n    pass", "import torch\nctx = torch.cuda.device(1)",
+      "import torch\nd = torch.device('cuda', 1)", "import torch\nn = torch.cuda.device_count()",
+      "import torch\nf(torch.cuda.device(1))", "import torch\n# torch.cuda.device(1)",
+      "import torch\nx = 1  # torch.cuda.device(1)", "import torch\nreturn_ = get_device(1)",
+      "import torch\nwith a, torch.cuda.device(1):\n    pass", "@torch.cuda.device(1)\ndef f():\n    pass",
+      "def device(self):\n    return 1", "x = [torch.device('cuda')]"]),
 ]
 
 

@@ -47,6 +47,9 @@ one of its tokens). A token is one of:
   test, or what an ``if not`` tests, directly or through a name bound to it, or the
   whole test of an ``if``/``elif`` with an ``else``) and whose
   function may resolve to DOTTED (as ``qual:`` resolves);
+- ``expr:DOTTED``: a call that is a whole expression statement (``torch.cuda.device(1)``
+  alone on its line: not entered, assigned, returned or tested) and whose function may
+  resolve to DOTTED (as ``qual:`` resolves);
 - ``nomap@N:DOTTED``: a call whose function may resolve to DOTTED, with neither
   ``map_location=`` nor more than N positional arguments, nor ``*args``/``**kwargs``;
 - ``text:TEST``: the module's text passes ``TEXT_TESTS[TEST]`` (for what the analysis
@@ -277,6 +280,114 @@ def _data_parallel(data) -> bool:
     return word in data and _DATA_PARALLEL[type(data)].search(data) is not None  # (the substring test is fast)
 
 
+# what TDL103's gate reads (``expr:``): a call of `device(`, `device_of(` or `device_index(`
+# (a literal first), and the imports that bind one by its name
+_DEVICE_CALL = re.compile(r"device(?:_of|_index)?[ \t]*(?:\\\r?\n[ \t]*)*\(")
+_IMPORT_WORD = re.compile(r"import\b")
+_DEVICE_NAME = re.compile(r"\bdevice(?:_of|_index)?\b(\s+as\b)?")
+_DEVICE_RENAMED = re.compile(r"device(?:_of|_index)?[ \t\\\r\n]+as\b")  # (then read as an import)
+_TO_LINE_END = re.compile(r"(?:[^\n\\]|\\\r?\n|\\.)*")
+# what may stand, on its line, before a call that starts a statement: nothing (after
+# spaces and opening brackets), a `;` or a compound statement's `:`; else something
+# that makes the call part of an expression (`with`, `x =`, `return`, `f(a, `)
+_STATEMENT_BEFORE = ("", ";", ":")
+_NAME_OR_CLOSE = _ASCII_WORD | frozenset(")]}'\"")
+
+
+def _device_context(data) -> bool:
+    """Whether a call of ``device``, ``device_of`` or ``device_index`` (``torch.cuda.device
+    (1)``, through any dotted chain) may stand as a statement of its own, as TDL103's gate
+    (``expr:``) reads it: the chain starts the line's code, or follows a ``;`` or a
+    ``:``. Not ``with torch.cuda.device(1):``, ``d = torch.device("cuda")``,
+    ``torch.cuda.device_count()``, one in a comment or doctest, nor a bare ``device(``
+    where no import binds that name (``device (str): ...`` in a docstring). An import
+    that renames one (``from torch.cuda import device as cuda_device``) lets any text
+    through."""
+    if (b"device" if type(data) is bytes else "device") not in data:
+        return False
+    text = data if type(data) is str else data.decode("latin-1")  # (ASCII stays in place)
+    imported = None  # whether an import binds one of the names: None until a bare call asks
+    if _DEVICE_RENAMED.search(text) is not None:
+        imported = _imports_device_names(text)
+        if imported == "renamed":
+            return True
+    for m in _DEVICE_CALL.finditer(text):
+        k = m.start()
+        if k and (text[k - 1] in _ASCII_WORD or not text[k - 1].isascii()):
+            continue  # `cuda_device(`, `get_device(`: another name
+        if _not_code(text, k):
+            continue
+        start = _chain_start(text, k)
+        if start == k:  # a bare name: only an import binds it
+            if imported is None:
+                imported = _imports_device_names(text)  # (never "renamed": tested above)
+            if not imported:
+                continue
+        line = text[text.rfind("\n", 0, start) + 1:start].rstrip(" \t(")
+        if line[-1:] in _STATEMENT_BEFORE:
+            return True
+    return False
+
+
+def _imports_device_names(text: str):
+    """Whether an import statement's list names ``device``, ``device_of`` or
+    ``device_index``: ``"renamed"`` when one takes another name (``device as d``: any call
+    may be it), True when one keeps its own, else False. An import list is read to its
+    closing parenthesis or to the end of its line (comments dropped first)."""
+    found = False
+    for m in _IMPORT_WORD.finditer(text):
+        k = m.start()
+        if k and (text[k - 1] in _ASCII_WORD or not text[k - 1].isascii()):
+            continue
+        rest = _COMMENT[str].sub("", text[m.end():m.end() + 4096])
+        body = rest.lstrip(" \t\\\r\n")
+        if body.startswith("("):
+            close = body.find(")")
+            names = body if close < 0 else body[:close]
+        else:
+            names = _TO_LINE_END.match(rest).group()
+        for name in _DEVICE_NAME.finditer(names):
+            if name.group(1):
+                return "renamed"
+            found = True
+    return found
+
+
+def _chain_start(text: str, at: int) -> int:
+    """Where the dotted chain that ends with the name at ``text[at]`` starts (``torch .
+    cuda . device``, across backslash continuations): what stands before a dot is taken
+    as one more name (identifier characters, and closing brackets and quotes: ``f().``,
+    ``x[0].``, which no import resolves; the line's text before it says what it is)."""
+    start = at
+    while True:
+        k = _skip_spaces_back(text, start - 1)
+        if k < 0 or text[k] != ".":
+            return start
+        k = _skip_spaces_back(text, k - 1)
+        end = k
+        while k >= 0 and (text[k] in _NAME_OR_CLOSE or not text[k].isascii()):
+            k -= 1
+        if k == end:  # `).device(`, `].device(`: no name to take; stop at the dot's left
+            return end + 1
+        start = k + 1
+
+
+def _skip_spaces_back(text: str, k: int) -> int:
+    """The last index at or before ``k`` that is not a space, a tab or a backslash
+    continuation (a plain line break stops it)."""
+    while k >= 0:
+        ch = text[k]
+        if ch in " \t":
+            k -= 1
+        elif ch == "\n" and text[k - 1:k] == "\\":
+            k -= 2
+        elif ch == "\n" and text[k - 2:k] == "\\\r":
+            k -= 3
+        else:
+            break
+    return k
+
+
 def _rank_marker(data) -> bool:
     """What marks a script launched once per rank (``names.RANK_MARKERS``), anywhere in
     the text: the analysis reads it from code text, comments included. (Its words
@@ -329,13 +440,13 @@ def _searcher(name: str) -> Callable[..., bool]:
 # named; launchers, markers), a typed CUDA tensor (TDL005)
 TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _rank_marker,
                                               "data-parallel": _data_parallel, "rank-launch": _rank_launch,
-                                              "rank-device": _rank_device,
+                                              "rank-device": _rank_device, "device-context": _device_context,
                                               **{name: _searcher(name) for name in _TESTS_RE}}
 # how many substrings each text test looks for in a text that passes none (one for
 # one pattern): what it costs the prefilter beside a plain substring (``catalogue._plan``)
 TEXT_TEST_SCANS: Dict[str, int] = {"load": 1, "rank": len(_MARKER_WORDS), "data-parallel": 1,
                                    "rank-launch": len(_LAUNCH_WORDS) + len(_MARKER_WORDS),
-                                   "rank-device": len(_RANK_WORDS),
+                                   "rank-device": len(_RANK_WORDS), "device-context": 1,
                                    **{name: len(words[str]) for name, (words, _) in _TESTS_RE.items()}}
 
 
@@ -376,7 +487,7 @@ class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
     __slots__ = ("called", "names", "strings", "bare", "placed", "ranked", "cpu_help", "factor", "_imports", "_ids",
-                 "_attributes", "_quals", "_text", "_statements", "_unmapped", "_call_quals", "_tree", "_thread_cuda")
+                 "_attributes", "_quals", "_text", "_statements", "_exprs", "_unmapped", "_call_quals", "_tree", "_thread_cuda")
 
     def __init__(self, tree: ast.AST, text: Optional[str] = None):
         called: Set[str] = set()
@@ -387,6 +498,7 @@ class CodeWords:
         imports: List[ast.AST] = []
         bare: Set[str] = set()
         statements: List[ast.AST] = []  # the functions of calls that are statements
+        exprs: List[ast.AST] = []  # the functions of calls that are whole expression statements
         unmapped: List[Tuple[ast.AST, int]] = []  # calls without map_location: (function, positionals)
         placed = False  # a GPU placement with literals (``place:cuda``)
         ranked = False  # a rank's index as a device (``place:rank``)
@@ -437,6 +549,8 @@ class CodeWords:
                 value = node.value if kind is ast.Expr else node.test  # type: ignore[attr-defined]
                 if type(value) is ast.Call:
                     statements.append(value.func)  # type: ignore[attr-defined]
+                    if kind is ast.Expr:
+                        exprs.append(value.func)  # type: ignore[attr-defined]
                 elif kind is ast.Assert:  # `assert use_cuda` (`is True`, `== True`): through a name
                     if (type(value) is ast.Compare and len(value.ops) == 1 and type(value.ops[0]) in (ast.Is, ast.Eq)
                             and type(value.comparators[0]) is ast.Constant and value.comparators[0].value is True):
@@ -481,7 +595,7 @@ class CodeWords:
         self.cpu_help = cpu_help
         self.factor = bool(factors & counts)
         self._imports, self._ids, self._attributes = imports, ids, attributes
-        self._statements, self._unmapped = statements, unmapped
+        self._statements, self._exprs, self._unmapped = statements, exprs, unmapped
         self._quals: Optional[FrozenSet[str]] = None
         self._call_quals: Dict[str, FrozenSet[str]] = {}
         self._text = text  # None: text tests cannot rule anything out
@@ -523,6 +637,8 @@ class CodeWords:
             return self._thread_cuda
         if token.startswith("stmt:"):
             return token[5:] in self._quals_of("stmt", self._statements)
+        if token.startswith("expr:"):
+            return token[5:] in self._quals_of("expr", self._exprs)
         if token.startswith("nomap@"):
             most, _, qual = token[6:].partition(":")
             return qual in self._quals_of(f"nomap@{most}", [f for f, n in self._unmapped if n <= int(most)])

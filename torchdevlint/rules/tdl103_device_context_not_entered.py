@@ -13,9 +13,10 @@ class DeviceContextNotEntered(Rule):
     code = "TDL103"
     name = "device-context-not-entered"
     summary = "`torch.cuda.device(i)` is a context manager: called alone it does nothing"
-    # every import form of torch.cuda.device / device_of / accelerator.device_index
-    triggers = ("cuda.device(", "device_of(", "device_index(", "from torch.cuda import", "torch.cuda as")
-    needs = (tuple(f"stmt:{q}" for q in sorted(N.DEVICE_CONTEXTS)),)  # the gate: one called as a statement
+    # a call of `device(`, `device_of(` or `device_index(` that starts a statement, through
+    # any import form (words.TEXT_TESTS); the gate: one of them called as a whole statement
+    triggers = ("@device-context",)
+    needs = (tuple(f"expr:{q}" for q in sorted(N.DEVICE_CONTEXTS)),)
     fixable = "never"
     fix_summary = 'display'
     what = """

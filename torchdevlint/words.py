@@ -487,7 +487,8 @@ class CodeWords:
     """The tokens of one module's code (see the module docstring)."""
 
     __slots__ = ("called", "names", "strings", "bare", "placed", "ranked", "cpu_help", "factor", "_imports", "_ids",
-                 "_attributes", "_quals", "_text", "_statements", "_exprs", "_unmapped", "_call_quals", "_tree", "_thread_cuda")
+                 "_attributes", "_quals", "_text", "_statements", "_exprs", "_unmapped", "_call_quals", "_tree",
+                 "_thread_cuda")
 
     def __init__(self, tree: ast.AST, text: Optional[str] = None):
         called: Set[str] = set()

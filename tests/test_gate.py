@@ -197,10 +197,16 @@ LOADS = ["torch.load(p)", "import torch as th\nth . load(p)", "import torch.jit 
          "from torch import (\n  jit  # (x)\n  as J)\nJ.load(p)", "(torch).load(p)", "x[0].load(p)",
          "import torch as 火\n火.load(p)", "x = (torch.\n   load(p))", "torch.\\\nload(p)", "from torch import load",
          "from torch import (\n    jit,  # a comment: with. punctuation\n    load,\n)", "torch.jit.load(p)",
-         "from torch.hub import load_state_dict_from_url", "from torch import jit as J, load as L"]
+         "from torch.hub import load_state_dict_from_url", "from torch import jit as J, load as L",
+         "from torch import hub\nsd = hub.load_state_dict_from_url(u)", "from torch.serialization import load",
+         "from torch import (\n    load)", "return (torch).load(p)", "x = (torch\n  ).load(p)", "x = [torch][0].load(p)",
+         "x = f(')').load(p)", "from \\\n  torch import load"]
 NOT_LOADS = ["model.load_state_dict(sd)", "download(url)", "import json\njson.load(f)",
              "import numpy as np\nimport torch\nx = np.load(p)", "import torch\nself.model.load(p)", "def load(path):\n    return 1\n\nload(p)",
-             "import os\nloaded = 1", "x = reload(m)"]
+             "import os\nloaded = 1", "x = reload(m)",
+             "import torch\nmodel = torch.hub.load('ultralytics/yolov5', 'yolov5s')",
+             "import torch\nfrom mmengine.fileio import load\nx = load(p)", "from .io import load\nx = load(p)",
+             "import torch\nstate = CPUAdamBuilder().load()", "import torch\nx = a.b(c)(d).load()"]
 
 
 @pytest.mark.parametrize("text", LOADS)

@@ -64,6 +64,7 @@ rule example and the corpus with and without the gate.
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
@@ -157,8 +158,10 @@ def _load_reference(data) -> bool:
     at all: the word ``load`` after a dot (``torch.load``, ``th . load``, across a line
     break) or in an import list (``from torch import (jit, load)``, comments allowed).
     Not ``load_state_dict``, ``download``, ``def load(``: most torch files only have those;
-    nor ``json.load``, ``np.load``: what stands before the dot must be able to be torch;
-    nor a call given ``map_location=``, nor one in a comment or a doctest."""
+    nor ``json.load``, ``np.load``, ``Builder().load()``: what stands before the dot must
+    be able to be torch (``torch.hub.load`` loads a model: ``hub`` only before
+    ``load_state_dict_from_url``); nor ``from mmengine.fileio import load``; nor a call
+    given ``map_location=``, nor one in a comment or a doctest."""
     kind = type(data)
     dot, space, imp = (".", " \t\r\n\\", "import") if kind is str else (b".", b" \t\r\n\\", b"import")
     text = None  # the data as str (ASCII in place), decoded once at the first word `load`
@@ -174,18 +177,31 @@ def _load_reference(data) -> bool:
         while k >= 0 and data[k:k + 1] in space:
             k -= 1
         if k >= 0 and data[k:k + 1] == dot:
-            if _may_be_torch(text, k) and not _maps_location(text, m.end()):
+            receivers = _TORCH_RECEIVERS if m.end() - m.start() > 4 else _LOAD_RECEIVERS
+            if _may_be_torch(text, k, receivers) and not _maps_location(text, m.end()):
                 return True
         at = data.rfind(imp, 0, m.start())
-        if at >= 0 and _IMPORT_LIST[kind].fullmatch(_COMMENT[kind].sub(data[:0], data[at + 6:m.start()])):
+        if (at >= 0 and _IMPORT_LIST[kind].fullmatch(_COMMENT[kind].sub(data[:0], data[at + 6:m.start()]))
+                and _may_import_from_torch(text, at)):
             return True
     return False
+
+
+_FROM_MODULE = re.compile(r"\bfrom[ \t\\\r\n]+([\w.]+)[ \t\\\r\n]+$")
+
+
+def _may_import_from_torch(text: str, at: int) -> bool:
+    """Whether the ``import`` at ``text[at]`` may import from torch: not ``from
+    mmengine.fileio import load`` (a module that is not torch's, spelled out before it)."""
+    m = _FROM_MODULE.search(text, max(0, at - 300), at)
+    return m is None or m.group(1).split(".")[0] == "torch"
 
 
 # the names that ``torch.load``, ``torch.jit.load``, ``torch.hub.load_state_dict_from_url``
 # and ``torch.serialization.load`` are reached through, as the gate resolves them: an
 # import binds one of these, or an alias the text spells out
 _TORCH_RECEIVERS = frozenset({"torch", "jit", "hub", "serialization"})
+_LOAD_RECEIVERS = _TORCH_RECEIVERS - {"hub"}  # (`torch.hub.load` loads a model, not a checkpoint)
 _ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _WS = r"(?:[ \t]|\\\r?\n)"  # a space within a statement (a backslash continues the line)
 
@@ -247,7 +263,7 @@ def _maps_location(text: str, at: int) -> bool:
     return False
 
 
-def _may_be_torch(text: str, dot: int) -> bool:
+def _may_be_torch(text: str, dot: int, receivers: FrozenSet[str] = _TORCH_RECEIVERS) -> bool:
     """Whether the receiver ending before ``text[dot]`` (a ``.``) may resolve to torch or
     one of its loader modules: a torch name (``torch``, ``jit``, ``hub``,
     ``serialization``), or a name the text imports from torch under an alias (``import
@@ -261,9 +277,11 @@ def _may_be_torch(text: str, dot: int) -> bool:
     while k >= 0 and text[k] in _ASCII_WORD:
         k -= 1
     word = text[k + 1:end]
+    if not word and end > 0 and text[end - 1] == ")":
+        return not _is_call(text, end - 1)  # `Builder().load()`: a call's result is no module
     if not word or word[0].isdigit() or (k >= 0 and not text[k].isascii()):
         return True
-    if word in _TORCH_RECEIVERS:
+    if word in receivers:
         return True
     name = re.escape(word)
     if not re.search(rf"\bas{_WS}+{name}\b", text):
@@ -271,6 +289,37 @@ def _may_be_torch(text: str, dot: int) -> bool:
     dotted = rf"torch(?:{_WS}*\.{_WS}*\w+)*"
     return bool(re.search(rf"\b{dotted}{_WS}+as{_WS}+{name}\b", text) or re.search(
         rf"\bfrom{_WS}+{dotted}{_WS}+import{_WS}*(?:\([\s\S]*?|(?:[^\n;\\]|\\\r?\n)*?)\bas\s+{name}\b", text))
+
+
+def _is_call(text: str, close: int) -> bool:
+    """Whether the ``)`` at ``text[close]`` certainly closes a call's arguments (``f(x)``,
+    ``a.b()``, ``f()()``), not a parenthesised expression (``(torch)``): the bracket that
+    opens it follows a name or a closing bracket. Unsure (False) where a string or a
+    comment stands between, or the opening bracket is more than 1,000 characters back."""
+    depth = 0
+    for k in range(close, max(-1, close - 1000), -1):
+        ch = text[k]
+        if ch in "'\"#":
+            return False
+        if ch in ")]}":
+            depth += 1
+        elif ch in "([{":
+            depth -= 1
+            if depth == 0:
+                j = k - 1
+                while j >= 0 and text[j] in " \t":
+                    j -= 1
+                return j >= 0 and (text[j] in _NAME_OR_CLOSE or not text[j].isascii()) and not _keyword_before(text, j)
+    return False
+
+
+def _keyword_before(text: str, end: int) -> bool:
+    """Whether the identifier ending at ``text[end]`` is a keyword (``return (torch).load``:
+    its bracket opens an expression, not a call)."""
+    k = end
+    while k >= 0 and text[k] in _ASCII_WORD:
+        k -= 1
+    return keyword.iskeyword(text[k + 1:end + 1])
 
 
 def _data_parallel(data) -> bool:

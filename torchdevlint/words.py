@@ -449,9 +449,11 @@ def _rank_marker(data) -> bool:
 def _rank_launch(data) -> bool:
     """What TDL003's gate reads of processes (``name:Process``, ``call:spawn``, an
     ``init_process_group``, ``text:rank``): one of ``_LAUNCH_WORDS`` as a whole word, or a
-    rank marker. Found by substring, then its edges checked: no regex scan of the text."""
+    rank marker. Found by substring, then its edges checked: no regex scan of the text.
+    A word in a comment or a doctest is no identifier (``# 2. Process the logits``)."""
     kind = type(data)
     words = _LAUNCH_WORDS if kind is str else tuple(w.encode() for w in _LAUNCH_WORDS)
+    text = None  # the data as str (ASCII in place), decoded at the first whole word
     for w in words:
         i = data.find(w)
         while i >= 0:
@@ -459,7 +461,10 @@ def _rank_launch(data) -> bool:
             before = data[i - 1:i] if i else (b"" if kind is bytes else "")
             after = data[end:end + 1]
             if not _is_word_char(before) and not _is_word_char(after):
-                return True
+                if text is None:
+                    text = data if kind is str else data.decode("latin-1")
+                if not _not_code(text, i):
+                    return True
             i = data.find(w, end)
     return _rank_marker(data)
 

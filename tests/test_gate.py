@@ -32,6 +32,12 @@ TEXTS += [
     "with PPE() as ex:\n    ex.submit(w, 1)\n",
     "import torch, multiprocessing as mp\ndef w(i):\n    return torch.zeros(1).cuda()\nctx = mp.get_context('spawn')\n"
     "p = ctx.Process(target=w, args=(0,))\n",
+    "import torch, multiprocessing as mp\nfrom multiprocessing import Process as P\ndef w(i):\n"
+    "    torch.zeros(1).cuda()\nP(None, w).start()\n",
+    "import torch, multiprocessing as mp\nProc = mp.Process\ndef w(i):\n    torch.zeros(1).cuda()\n"
+    "Proc(target=w).start()\n",
+    "import torch, multiprocessing as mp\ndef run(target_func):\n    torch.zeros(1).cuda()\n"
+    "    mp.get_context('spawn').Process(target=target_func).start()\n",
     "import torch\nfrom detectron2.engine import launch as go\ndef main():\n    torch.zeros(1).cuda(0)\ngo(main, 2)\n",
     "import torch\nimport deepspeed\ndeepspeed.init_distributed()\nx = torch.zeros(1).cuda(0)\n",
     "import torch\nimport horovod.torch as hvd\nx = torch.zeros(1, device='cuda:0')\nprint(hvd.local_rank())\n",
@@ -164,6 +170,25 @@ def test_the_thread_token_looks_at_what_threads_are_handed(code, found):
     assert CodeWords(ast.parse("import threading, torch\n" + code + "\n")).has("thread:cuda") is found
 
 
+@pytest.mark.parametrize("code, found", [
+    ("def w(i):\n    pass\nmp.Process(target=w, args=(0,))", True),
+    ("from multiprocessing import Process as P\ndef w():\n    pass\nP(None, w)", True),
+    ("class W(mp.Process):\n    def run(self):\n        pass", True),
+    ("class T:\n    def go(self):\n        mp.get_context('spawn').Process(target=self.work)", True),
+    ("mp.Process(target=partial(w, 1))", True),
+    ("mp.Process(target=lambda: w())", True),
+    ("mp.Process(**kwargs)", True),
+    ("Proc = mp.Process\ndef w():\n    pass\nProc(target=w)", True),
+    ("def run(target_func):\n    ctx.Process(target=target_func)", False),  # a parameter: no function here
+    ("import psutil, os\np = psutil.Process(os.getpid())", False),  # no target
+    ("from os import getpid\nmp.Process(target=getpid)", False),  # an import
+    ("class P(Processor):\n    pass", False),
+])
+def test_the_process_token_wants_a_target_of_this_file(code, found):
+    tree = ast.parse("import multiprocessing as mp\n" + code + "\n")
+    assert CodeWords(tree).has("target:Process") is found
+
+
 def test_every_rule_declares_a_well_formed_gate():
     for rule in RULES:
         check_tokens(rule.needs)
@@ -266,7 +291,7 @@ TEXT_GATES = [
     ("rank-launch", _group("TDL003", 1),
      ["import torch.multiprocessing as mp\nmp.spawn(f, nprocs=2)", "from multiprocessing import Pool\nPool(2)",
       "import torch.distributed as dist\ndist.init_process_group('nccl')", "import os\nr = os.environ['LOCAL_RANK']",
-      "launch(main, 2)", "import multiprocessing as m\nm.Process(target=f).start()",
+      "launch(main, 2)", "import multiprocessing as m\ndef f():\n    pass\nm.Process(target=f).start()",
       "from torch.distributed.elastic.multiprocessing import start_processes\nstart_processes(f)"],
      ["import torch.nn as nn\nnn.MaxPool2d(2)", "class DataProcessor:\n    pass", "y = preprocess(x)",
       "x = spawning_rate", "# 2. Process the new logits\nx = 1", "y = f(x)  # (a Pool of them)",

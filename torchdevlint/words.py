@@ -37,6 +37,10 @@ one of its tokens). A token is one of:
   ``run`` method, whose body has a ``.cuda(...)`` call, the string ``"cuda"``, or a
   name as ``device=`` or as ``.to(...)``'s first argument (a device object bound
   elsewhere);
+- ``target:Process``: what may start a process running a function of this file, as
+  ``analysis.concurrency`` reads a ``Process``: a class whose base is a ``Process``, or a
+  ``Process(...)`` call (an alias included) handed a ``target`` that may be a function of
+  the file (not a plain name that no ``def`` binds: a parameter, an import);
 - ``bare:NAME``: a call of a method NAME with no device: no positional argument (or
   ``None``), no ``device=`` but ``None``, no ``*args``/``**kwargs`` (``x.cuda()``,
   ``x.cuda(non_blocking=True)``; not ``x.cuda(0)``), as ``facts.is_bare_cuda`` reads it;
@@ -542,7 +546,7 @@ class CodeWords:
 
     __slots__ = ("called", "names", "strings", "bare", "placed", "ranked", "cpu_help", "factor", "_imports", "_ids",
                  "_attributes", "_quals", "_text", "_statements", "_exprs", "_unmapped", "_call_quals", "_tree",
-                 "_thread_cuda")
+                 "_structural")
 
     def __init__(self, tree: ast.AST, text: Optional[str] = None):
         called: Set[str] = set()
@@ -654,8 +658,8 @@ class CodeWords:
         self._quals: Optional[FrozenSet[str]] = None
         self._call_quals: Dict[str, FrozenSet[str]] = {}
         self._text = text  # None: text tests cannot rule anything out
-        self._tree: Optional[ast.AST] = tree  # for the one structural token, asked for last
-        self._thread_cuda: Optional[bool] = None
+        self._tree: Optional[ast.AST] = tree  # for the structural tokens, asked for last
+        self._structural: Dict[str, bool] = {}  # token -> its answer, once asked
 
     @property
     def quals(self) -> FrozenSet[str]:
@@ -685,11 +689,11 @@ class CodeWords:
             return self.cpu_help
         if token == "factor:count":
             return self.factor
-        if token == "thread:cuda":
-            if self._thread_cuda is None:
-                self._thread_cuda = _thread_uses_cuda(self._tree) if self._tree is not None else True
-                self._tree = None
-            return self._thread_cuda
+        if token in _STRUCTURAL:
+            found = self._structural.get(token)
+            if found is None:  # (no tree: a probe, which cannot rule anything out)
+                found = self._structural[token] = _STRUCTURAL[token](self) if self._tree is not None else True
+            return found
         if token.startswith("stmt:"):
             return token[5:] in self._quals_of("stmt", self._statements)
         if token.startswith("expr:"):
@@ -752,6 +756,47 @@ def _qualnames(import_nodes: List[ast.AST], ids: Set[str], attributes: List[ast.
             for target in imports[expr.id]:  # type: ignore[attr-defined]
                 out.add(canonical(f"{target}.{tail}"))
     return frozenset(out)
+
+
+def _process_target(words: "CodeWords") -> bool:
+    """The ``target:Process`` token (see the module docstring): a superset of what
+    ``analysis.concurrency`` takes for a process's target: a class whose base is a
+    ``Process`` (its ``run``), or a ``Process(...)`` call (an import or assignment alias
+    included) handed a ``target`` (keyword, or second positional) that may be a function
+    of this file: anything but a plain name that no ``def`` of the module binds
+    (``ctx.Process(target=target_func)`` with a parameter: no function of the file)."""
+    if "Process" not in words.names:
+        return False
+    procs = {"Process"}
+    defs: Set[str] = set()
+    calls: List[ast.Call] = []
+    bases: List[ast.AST] = []
+    for node in walk(words._tree):  # type: ignore[arg-type]
+        kind = type(node)
+        if kind is ast.Call:
+            calls.append(node)  # type: ignore[arg-type]
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            defs.add(node.name)  # type: ignore[attr-defined]
+        elif kind is ast.ClassDef:
+            bases.extend(node.bases)  # type: ignore[attr-defined]
+        elif kind is ast.alias:
+            if node.asname and node.name.rpartition(".")[2] == "Process":  # type: ignore[attr-defined]
+                procs.add(node.asname)  # type: ignore[attr-defined]
+        elif kind is ast.Assign and _last(node.value) == "Process":  # type: ignore[attr-defined]
+            procs.update(t.id for t in node.targets if type(t) is ast.Name)  # type: ignore[attr-defined]
+    if any(_last(base) in procs for base in bases):
+        return True
+    for call in calls:
+        if _last(call.func) not in procs:
+            continue
+        if any(type(a) is ast.Starred for a in call.args) or any(k.arg is None for k in call.keywords):
+            return True  # *args / **kwargs may carry a target
+        target = next((k.value for k in call.keywords if k.arg == "target"), None)
+        if target is None and len(call.args) > 1:
+            target = call.args[1]
+        if target is not None and (type(target) is not ast.Name or target.id in defs):  # type: ignore[attr-defined]
+            return True
+    return False
 
 
 def _thread_uses_cuda(tree: ast.AST) -> bool:
@@ -878,6 +923,13 @@ def _no_device(args: List[ast.expr], keywords: List[ast.keyword]) -> bool:
         return type(expr) is ast.Constant and expr.value is None  # type: ignore[attr-defined]
 
     return (not args or none(args[0])) and all(k.arg != "device" or none(k.value) for k in keywords)
+
+
+# the tokens that walk the tree again, asked for last (after every cheaper one of a group)
+_STRUCTURAL: Dict[str, Callable[["CodeWords"], bool]] = {
+    "thread:cuda": lambda words: _thread_uses_cuda(words._tree),  # type: ignore[arg-type]
+    "target:Process": _process_target,
+}
 
 
 def _last(func: ast.AST) -> str:

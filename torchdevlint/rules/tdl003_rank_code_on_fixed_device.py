@@ -20,13 +20,13 @@ class RankCodeOnFixedDevice(Rule):
     triggers = ("@gpu-use", "@gpu-ordinal")  # a bare `.cuda(`, a "cuda" string, `.cuda(0)`, `device=0`
     # the gate on the code: a bare `.cuda()`, or a GPU placement with literals (`.cuda(0)`,
     # a "cuda"/"cuda:0" device string where a device goes); and what
-    # makes code per-process (analysis.devices): a Process (target, subclass, `ctx.Process`),
-    # spawn/start_processes, a process pool, a launcher handed a function, an RPC worker,
+    # makes code per-process (analysis.devices): a Process running a function of the file
+    # (target, subclass, `ctx.Process`; walked last), spawn/start_processes, a process pool, a launcher handed a function, an RPC worker,
     # a process group set up, or a rank marker read by a script launched per rank
     needs = (("bare:cuda", "place:cuda"),
-             ("name:Process", "name:Pool", "name:ProcessPoolExecutor", "name:spawn", "name:start_processes",
+             ("name:Pool", "name:ProcessPoolExecutor", "name:spawn", "name:start_processes",
               *(f"call:{n}" for n in sorted(N.LAUNCHERS)), "qual:torch.distributed.rpc.init_rpc",
-              *(f"qual:{q}" for q in sorted(N.INIT_PROCESS_GROUP)), "text:rank"))
+              *(f"qual:{q}" for q in sorted(N.INIT_PROCESS_GROUP)), "text:rank", "target:Process"))
     # whatever makes code per-process (see analysis.devices): targets, launchers, RPC,
     # rank markers of a script launched per rank
     also_requires = ("@rank-launch",)  # what starts processes, as a word; a rank marker (words.TEXT_TESTS)

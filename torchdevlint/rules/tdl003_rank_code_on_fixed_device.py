@@ -19,10 +19,11 @@ class RankCodeOnFixedDevice(Rule):
     summary = "per-rank code places work on a device that does not depend on the rank: every rank uses GPU 0"
     triggers = ("@gpu-use", "@gpu-ordinal")  # a bare `.cuda(`, a "cuda" string, `.cuda(0)`, `device=0`
     # the gate on the code: a bare `.cuda()`, or a GPU placement with literals (`.cuda(0)`,
-    # a "cuda"/"cuda:0" device string where a device goes); and what
-    # makes code per-process (analysis.devices): a Process running a function of the file
-    # (target, subclass, `ctx.Process`; walked last), spawn/start_processes, a process pool, a launcher handed a function, an RPC worker,
-    # a process group set up, or a rank marker read by a script launched per rank
+    # a "cuda"/"cuda:0" device string where a device goes); and what makes code
+    # per-process (analysis.devices): spawn/start_processes, a process pool, a launcher
+    # handed a function, an RPC worker, a process group set up, a rank marker read by a
+    # script launched per rank, or a Process running a function of the file (a target, a
+    # subclass, `ctx.Process`; walked last)
     needs = (("bare:cuda", "place:cuda"),
              ("name:Pool", "name:ProcessPoolExecutor", "name:spawn", "name:start_processes",
               *(f"call:{n}" for n in sorted(N.LAUNCHERS)), "qual:torch.distributed.rpc.init_rpc",

@@ -38,6 +38,11 @@ TEXTS += [
     "Proc(target=w).start()\n",
     "import torch, multiprocessing as mp\ndef run(target_func):\n    torch.zeros(1).cuda()\n"
     "    mp.get_context('spawn').Process(target=target_func).start()\n",
+    # a class's own cuda(): quiet inside it (a nested lambda or def too), not in a class nested there
+    "import torch\nclass Boxes:\n    def cuda(self):\n        return Boxes(self.t.cuda(), [x.cuda() for x in self.xs])\n",
+    "import torch\nclass A:\n    def cuda(self):\n        class B:\n            def go(self):\n"
+    "                return torch.zeros(1).cuda()\n        return B()\n",
+    "import torch\ndef cuda(x):\n    return x.cuda()\nclass A:\n    def cuda(self):\n        return self.t.cuda()\n",
     "import torch\nfrom detectron2.engine import launch as go\ndef main():\n    torch.zeros(1).cuda(0)\ngo(main, 2)\n",
     "import torch\nimport deepspeed\ndeepspeed.init_distributed()\nx = torch.zeros(1).cuda(0)\n",
     "import torch\nimport horovod.torch as hvd\nx = torch.zeros(1, device='cuda:0')\nprint(hvd.local_rank())\n",
@@ -187,6 +192,22 @@ def test_the_thread_token_looks_at_what_threads_are_handed(code, found):
 def test_the_process_token_wants_a_target_of_this_file(code, found):
     tree = ast.parse("import multiprocessing as mp\n" + code + "\n")
     assert CodeWords(tree).has("target:Process") is found
+
+
+@pytest.mark.parametrize("code, found", [
+    ("class A:\n    def cuda(self):\n        return self.x.cuda()\ny = t.cuda()", True),
+    ("class A:\n    def cuda(self):\n        return self.x.cuda()", False),
+    ("class A:\n    def cuda(self):\n        return self._convert(func=lambda x: x.cuda())", False),
+    ("class A:\n    async def cuda(self):\n        def move(t):\n            return t.cuda(non_blocking=True)\n"
+     "        return move(self.x)", False),
+    ("def cuda(x):\n    return x.cuda()", True),  # a function, no class's override
+    ("class A:\n    def cuda(self):\n        class B:\n            def go(self):\n                return t.cuda()\n"
+     "        return B()", True),
+    ("class A:\n    def to_gpu(self):\n        return self.x.cuda()", True),
+    ("class A:\n    def cuda(self):\n        return self.x.cuda(0)", False),
+])
+def test_the_bare_cuda_token_leaves_out_a_class_s_own_cuda_method(code, found):
+    assert CodeWords(ast.parse(code + "\n")).has("bare:cuda") is found
 
 
 def test_every_rule_declares_a_well_formed_gate():

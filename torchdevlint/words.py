@@ -44,6 +44,8 @@ one of its tokens). A token is one of:
 - ``bare:NAME``: a call of a method NAME with no device: no positional argument (or
   ``None``), no ``device=`` but ``None``, no ``*args``/``**kwargs`` (``x.cuda()``,
   ``x.cuda(non_blocking=True)``; not ``x.cuda(0)``), as ``facts.is_bare_cuda`` reads it;
+  ``bare:cuda`` not where every such call is inside a class's own ``cuda()`` method (a
+  lambda or function nested in it included), which places where its caller asked;
 - ``factor:count``: a GPU count multiplied or divided by (``*``, ``/``, ``//``, ``%``): a call
   of a function named ``device_count`` as an operand, or a name so bound (``n =
   ...device_count()``) used as one;
@@ -556,6 +558,8 @@ class CodeWords:
         attributes: List[ast.Attribute] = []
         imports: List[ast.AST] = []
         bare: Set[str] = set()
+        bare_cuda = 0  # bare `.cuda()` calls: those all inside `cuda()` overrides pass no gate
+        overrides: List[ast.AST] = []  # the classes' own `cuda()` methods
         statements: List[ast.AST] = []  # the functions of calls that are statements
         exprs: List[ast.AST] = []  # the functions of calls that are whole expression statements
         unmapped: List[Tuple[ast.AST, int]] = []  # calls without map_location: (function, positionals)
@@ -589,6 +593,7 @@ class CodeWords:
                     continue  # *args / **kwargs may carry anything
                 if type(func) is ast.Attribute and _no_device(args, keywords):
                     bare.add(last)
+                    bare_cuda += last == "cuda"
                 if not any(k.arg == "map_location" for k in keywords):
                     unmapped.append((func, len(args)))
             elif kind is ast.BinOp:
@@ -640,6 +645,9 @@ class CodeWords:
                     names.add(node.arg)  # type: ignore[attr-defined]
             elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
                 names.add(node.name)  # type: ignore[attr-defined]
+                if kind is ast.ClassDef:
+                    overrides.extend(m for m in node.body  # type: ignore[attr-defined]
+                                     if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef) and m.name == "cuda")
             elif kind is ast.arg:
                 names.add(node.arg)  # type: ignore[attr-defined]
         names |= ids
@@ -648,6 +656,8 @@ class CodeWords:
         self.called: FrozenSet[str] = frozenset(called)
         self.names: FrozenSet[str] = frozenset(names)
         self.strings: FrozenSet[str] = frozenset(strings)
+        if bare_cuda and overrides and _bare_cuda_calls(overrides) == bare_cuda:
+            bare.discard("cuda")  # each places where its caller asked (``devices.in_cuda_override``)
         self.bare: FrozenSet[str] = frozenset(bare)
         self.placed = placed
         self.ranked = ranked
@@ -923,6 +933,23 @@ def _no_device(args: List[ast.expr], keywords: List[ast.keyword]) -> bool:
         return type(expr) is ast.Constant and expr.value is None  # type: ignore[attr-defined]
 
     return (not args or none(args[0])) and all(k.arg != "device" or none(k.value) for k in keywords)
+
+
+def _bare_cuda_calls(methods: List[ast.AST]) -> int:
+    """How many bare ``.cuda()`` calls (as ``bare:cuda`` counts them) the methods hold,
+    the functions and lambdas nested in them included, not a class nested in them (its
+    own methods are no ``cuda()`` override)."""
+    count = 0
+    todo = list(methods)
+    while todo:
+        node = todo.pop()
+        if type(node) is ast.Call:
+            func, args, keywords = node.func, node.args, node.keywords  # type: ignore[attr-defined]
+            if (type(func) is ast.Attribute and func.attr == "cuda" and _no_device(args, keywords)
+                    and not any(type(a) is ast.Starred for a in args) and all(k.arg for k in keywords)):
+                count += 1
+        todo.extend(c for c in ast.iter_child_nodes(node) if type(c) is not ast.ClassDef)
+    return count
 
 
 # the tokens that walk the tree again, asked for last (after every cheaper one of a group)

@@ -43,6 +43,11 @@ TEXTS += [
     "import torch\nclass A:\n    def cuda(self):\n        class B:\n            def go(self):\n"
     "                return torch.zeros(1).cuda()\n        return B()\n",
     "import torch\ndef cuda(x):\n    return x.cuda()\nclass A:\n    def cuda(self):\n        return self.t.cuda()\n",
+    # DataParallel and a move to the implicit CUDA device: chained, through a name bound to "cuda"
+    "import torch\nm = torch.nn.DataParallel(torch.nn.Linear(1, 1)).cuda(None)\n",
+    "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+    "m = torch.nn.DataParallel(torch.nn.Linear(1, 1))\nm.to(device)\n",
+    "import torch\nm = torch.nn.DataParallel(torch.nn.Linear(1, 1))\nm.to(dev)\n",
     "import torch\nfrom detectron2.engine import launch as go\ndef main():\n    torch.zeros(1).cuda(0)\ngo(main, 2)\n",
     "import torch\nimport deepspeed\ndeepspeed.init_distributed()\nx = torch.zeros(1).cuda(0)\n",
     "import torch\nimport horovod.torch as hvd\nx = torch.zeros(1, device='cuda:0')\nprint(hvd.local_rank())\n",

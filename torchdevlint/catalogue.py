@@ -98,7 +98,7 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
     'TDL201': ('data-parallel-implicit-devices',
                ('@data-parallel',),
                (),
-               (('qual:torch.nn.parallel.DataParallel',),)),
+               (('qual:torch.nn.parallel.DataParallel',), ('call:cuda', 'str^cuda'))),
     'TDL900': ('syntax-error', (), (), ()),
     'TDL901': ('encoding-error', (), (), ()),
     'TDL902': ('internal-error', (), (), ()),

@@ -19,7 +19,9 @@ class DataParallelImplicitDevices(Rule):
     name = "data-parallel-implicit-devices"
     summary = "`DataParallel` moved with `.cuda()` while its devices are implicit"
     triggers = ("@data-parallel",)  # the word `DataParallel` (not DistributedDataParallel)
-    needs = ((f"qual:{N.DATA_PARALLEL}",),)  # the gate on the code: DataParallel (or a subclass's base)
+    # the gate on the code: DataParallel (or a subclass's base), and a move to CUDA:
+    # a `.cuda(...)` call, or a "cuda" string (`.to("cuda")`, a device so bound)
+    needs = ((f"qual:{N.DATA_PARALLEL}",), ("call:cuda", "str^cuda"))
     fixable = "sometimes"
     fix_summary = 'move before wrapping, explicit `device_ids` (unsafe)'
     fix_priority = 0

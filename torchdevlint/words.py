@@ -368,7 +368,7 @@ def _device_context(data) -> bool:
             return True
     for m in _DEVICE_CALL.finditer(text):
         k = m.start()
-        if k and (text[k - 1] in _ASCII_WORD or not text[k - 1].isascii()):
+        if k and _is_word_char(text[k - 1]):
             continue  # `cuda_device(`, `get_device(`: another name
         if _not_code(text, k):
             continue
@@ -392,7 +392,7 @@ def _imports_device_names(text: str):
     found = False
     for m in _IMPORT_WORD.finditer(text):
         k = m.start()
-        if k and (text[k - 1] in _ASCII_WORD or not text[k - 1].isascii()):
+        if k and _is_word_char(text[k - 1]):
             continue
         rest = _COMMENT[str].sub("", text[m.end():m.end() + 4096])
         body = rest.lstrip(" \t\\\r\n")
@@ -453,7 +453,7 @@ def _rank_marker(data) -> bool:
 
 
 def _rank_launch(data) -> bool:
-    """What TDL003's gate reads of processes (``name:Process``, ``call:spawn``, an
+    """What TDL003's gate reads of processes (``target:Process``, ``call:spawn``, an
     ``init_process_group``, ``text:rank``): one of ``_LAUNCH_WORDS`` as a whole word, or a
     rank marker. Found by substring, then its edges checked: no regex scan of the text.
     A word in a comment or a doctest is no identifier (``# 2. Process the logits``)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 import pytest
@@ -244,6 +245,69 @@ def test_cache_warm_run_is_identical_and_invalidated_by_changes(project):
     shutil.rmtree(cache)
     assert cli("check", "pkg", "--no-cache", cwd=project).returncode == 1
     assert not cache.exists()
+
+
+def _check_in_process(project):
+    from torchdevlint import runner
+    from torchdevlint.settings import Settings
+
+    paths = [str(project / "pkg" / "bad.py"), str(project / "pkg" / "good.py")]
+    cache = runner.Cache(str(project), Settings())
+    out = [[v.code for v in r.violations] for r in runner.run(paths, "check", Settings(), cache=cache)]
+    return out, cache
+
+
+def test_a_warm_run_reads_no_file_whose_stat_is_unchanged(project, monkeypatch):
+    """Each entry keeps a keyed hash of the file's stat, taken before it was read: a warm
+    run reads (and hashes) only the files whose stat changed. A same-size rewrite with its
+    old mtime put back still changes the stat (ctime), and is read."""
+    from torchdevlint import runner
+
+    monkeypatch.setattr(runner, "_RACY_NS", 0)
+    reads = []
+    real = runner.read_source
+    monkeypatch.setattr(runner, "read_source", lambda path: reads.append(path) or real(path))
+    first, cache = _check_in_process(project)
+    assert first == [["TDL001"], []] and len(reads) == 2
+    assert all(isinstance(e.get("stamp"), str) for e in cache.entries.values())
+    reads.clear()
+    assert _check_in_process(project)[0] == first and reads == []  # warm: nothing read
+    bad = project / "pkg" / "bad.py"
+    before = bad.stat()
+    bad.write_text(BAD.replace(".cuda()", ".cpu ()"))  # same size, other contents
+    assert bad.stat().st_size == before.st_size
+    os.utime(bad, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert _check_in_process(project)[0] == [[], []] and reads == [str(bad)]
+
+
+def test_a_file_changed_just_now_is_not_vouched_for_by_its_stat(project):
+    """Within ``_RACY_NS`` of a change a second write could leave the same stat behind
+    (a coarse file-system clock): the entry keeps no stamp, and the next run reads it."""
+    from torchdevlint import runner
+
+    assert runner.Cache.stamp(str(project / "pkg" / "bad.py")) is None  # written a moment ago
+    first, cache = _check_in_process(project)
+    assert first == [["TDL001"], []] and not any("stamp" in e for e in cache.entries.values())
+    assert runner.Cache.stamp(str(project / "pkg")) is None  # a folder: no stamp either
+
+
+def test_a_planted_stamp_cannot_vouch_for_a_file(project, monkeypatch):
+    """The stamp is keyed like the digest: an entry planted with an unkeyed hash of the
+    file's stat (and no findings) is not taken; the file is read and its finding stays."""
+    import hashlib
+
+    from torchdevlint import runner
+
+    monkeypatch.setattr(runner, "_RACY_NS", 0)
+    bad = project / "pkg" / "bad.py"
+    st = bad.stat()
+    facts = f"{bad}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}"
+    cache = runner.Cache(str(project), runner.Settings())
+    cache.entries[str(bad)] = {"digest": "0" * 32, "violations": [],
+                               "stamp": hashlib.blake2b(facts.encode(), digest_size=16).hexdigest()}
+    cache.dirty = True
+    cache.save()
+    assert _check_in_process(project)[0] == [["TDL001"], []]
 
 
 def test_no_progress_bar_when_stderr_is_not_a_terminal(project):

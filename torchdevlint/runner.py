@@ -399,7 +399,8 @@ _PROJECT_KEY = "\0project:"  # cache entries of the whole-run pass (no path star
 
 
 class Cache:
-    """Check results keyed by content hash, tool version and effective settings.
+    """Check results keyed by content hash, tool version and effective settings; each
+    entry keeps its file's stamp (``stamp``), so that an unchanged file is not read.
 
     One JSON file per settings fingerprint in ``.torchdevlint_cache/``, which ignores
     itself for git (like ruff's)."""
@@ -425,6 +426,32 @@ class Cache:
         so a cache shipped with (or planted in) a repository cannot vouch for a file."""
         return hashlib.blake2b(data, digest_size=16, key=_secret()).hexdigest()
 
+    @staticmethod
+    def stamp(path: str) -> Optional[str]:
+        """A keyed hash of what ``stat`` says of the file (size, change times, inode), so
+        that a warm run need not read and hash an unchanged file (as git's index does);
+        None where it cannot vouch: not a regular file, or changed in the last
+        ``_RACY_NS`` (a second write within the file system's clock tick would leave the
+        same stat behind: such a file is read again next time, like git's racily clean
+        entries)."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_NS:
+            return None
+        facts = f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}"
+        return Cache.digest(facts.encode("utf-8", "surrogateescape"))
+
+    def vouched(self, path: str, stamp: Optional[str]) -> Optional[str]:
+        """The digest of the contents cached for ``path`` when its entry was stored with
+        this same ``stamp`` (the file is as it was then), else None: read and hash it."""
+        entry = self.entries.get(path)
+        if stamp is None or not self.enabled or not isinstance(entry, dict) or entry.get("stamp") != stamp:
+            return None
+        digest = entry.get("digest")
+        return digest if isinstance(digest, str) else None
+
     def get(self, path: str, digest: str, whole_run: bool = False,
             tree: Optional[str] = None) -> Optional[List[Violation]]:
         """The cached findings, or None: a missing, stale or malformed entry is a miss
@@ -444,12 +471,15 @@ class Cache:
             return None
 
     def put(self, path: str, digest: str, violations: List[Violation], whole_run: bool = False,
-            tree: Optional[str] = None) -> None:
+            tree: Optional[str] = None, stamp: Optional[str] = None) -> None:
+        """``stamp``: the file's ``Cache.stamp``, taken before its contents were read."""
         if self.enabled:
             key = _PROJECT_KEY + path if whole_run else path
             self.entries[key] = {"digest": digest, "violations": [v.to_json() for v in violations]}
             if tree is not None:
                 self.entries[key]["tree"] = tree
+            if stamp is not None:
+                self.entries[key]["stamp"] = stamp
             self.dirty = True
 
     def save(self) -> None:
@@ -468,6 +498,7 @@ class Cache:
 
 
 _SECRET: Optional[bytes] = None
+_RACY_NS = 2_000_000_000  # FAT's clock tick is 2 s; most file systems' are far finer
 
 
 def _secret() -> bytes:
@@ -578,26 +609,34 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
     results: Dict[str, FileResult] = {}
     pending: List[Job] = []
     digests: Dict[str, str] = {}  # every file read for the cache -> its digest
+    stamps: Dict[str, Optional[str]] = {}  # and its stamp, taken before the read
     misses: List[str] = []  # the files this run analyses and caches
     bar = Progress(len(paths), "torchdevlint " + mode, progress)
     real_roots = tuple(os.path.realpath(r) for r in roots) if roots is not None else None
     for path in paths:
         job = Job(path, mode, unsafe, settings, roots=real_roots, look=look)
         if mode == "check" and cache is not None and cache.enabled:
-            try:
-                data = read_source(path)
-            except OSError:
-                pending.append(job)
-                continue
-            digest = digests[path] = Cache.digest(data)
-            hit = cache.get(path, digest)  # first: a warm run does not even prefilter
+            stamp = stamps[path] = Cache.stamp(path)
+            digest = cache.vouched(path, stamp)  # unchanged since cached: not even read
+            hit = cache.get(path, digest) if digest is not None else None
+            if hit is None:
+                try:
+                    data = read_source(path)
+                except OSError:
+                    pending.append(job)
+                    continue
+                digest = Cache.digest(data)
+                hit = cache.get(path, digest)  # first: a warm run does not even prefilter
+            digests[path] = digest
             if hit is not None:
                 results[path] = FileResult(path, hit)
+                if stamp is not None and cache.vouched(path, stamp) is None:  # same contents, new stat
+                    cache.put(path, digest, hit, stamp=stamp)
                 bar.advance()
                 continue
             if not may_match(data, settings.enabled_codes(path)):
                 results[path] = FileResult(path)
-                cache.put(path, digest, [])
+                cache.put(path, digest, [], stamp=stamp)
                 bar.advance()
                 continue
             misses.append(path)
@@ -611,7 +650,7 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
         bar.close()
         if cache is not None:  # single-file knowledge only: what every front would say
             for path in misses:
-                cache.put(path, digests[path], results[path].violations)
+                cache.put(path, digests[path], results[path].violations, stamp=stamps[path])
         _with_project(paths, results, mode, unsafe, settings, real_roots, workers,
                       (cache, digests) if mode == "check" and cache is not None else None, look)
     finally:

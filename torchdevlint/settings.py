@@ -54,8 +54,9 @@ class Settings:
 
     def enabled_codes(self, filename: Optional[str] = None) -> FrozenSet[str]:
         """The codes that run on ``filename``: computed once per (settings, file), with
-        every per-file-ignores pattern matched once (patterns sharing codes as one regex)."""
-        return _enabled_codes(self, filename)
+        every per-file-ignores pattern matched once (patterns sharing codes as one regex).
+        Without per-file-ignores the file does not matter: one answer for the whole run."""
+        return _enabled_codes(self, filename if self.per_file_ignores else None)
 
     def excluded(self, path: str) -> bool:
         # the folders on the path split as strings (a Path per file was a fifth of a warm run)

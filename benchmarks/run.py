@@ -10,7 +10,8 @@ then runs, alternating, several times: torchdevlint check cold (no cache) and wa
 flake8 with and without the TDL plugin on fairseq (TDL selected, and only E9 selected),
 one ~300-line file through torchdevlint and ruff (and Python's bare startup), and a
 file with 1,000 findings against the same file with none. torchdevlint's bytecode is
-written first, as an installed copy has it. It prints medians, each
+written first, as an installed copy has it. It prints medians of wall time and of
+CPU time (user + system: steadier on a busy machine; the goals stay on wall time), each
 tool's peak RSS, a per-stage time-per-line table of one in-process cold check
 (stages.py) beside ruff's and TorchFix's, and the ratios the goals are stated in,
 each marked met or MISSED. Not run in CI.
@@ -51,10 +52,12 @@ FLAKE8_WITHOUT = (
     "from flake8.main.cli import main\n"
     "sys.exit(main())\n"
 )
+# a command's peak RSS (KiB) and its CPU time (user + system, its children included)
 PEAK = (
     "import resource, subprocess, sys\n"
     "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(u.ru_maxrss, u.ru_utime + u.ru_stime)\n"
 )
 
 
@@ -128,8 +131,8 @@ def timed(cmd, cwd) -> tuple:
     start = time.perf_counter()
     r = subprocess.run([PY, "-c", PEAK, *cmd], cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
-    peak_mb = int(r.stdout.strip() or 0) / 1024
-    return elapsed, peak_mb
+    peak, cpu = (r.stdout.split() + ["0", "0"])[:2]
+    return elapsed, int(peak) / 1024, float(cpu)
 
 
 def pick_file(root: Path, lines: int = 300) -> Path:
@@ -220,16 +223,19 @@ def main() -> int:
     subprocess.run(tdl, cwd=cache_home, capture_output=True)  # prime the warm cache
     times = {name: [] for name in commands}
     peaks = {name: 0.0 for name in commands}
+    cpus = {name: [] for name in commands}  # CPU seconds: steadier than wall time on a busy machine
     for i in range(args.repeat):
         for name, cmd in commands.items():  # alternating: one of each per round
-            elapsed, peak = timed(cmd, cache_home)
+            elapsed, peak, cpu = timed(cmd, cache_home)
             times[name].append(elapsed)
+            cpus[name].append(cpu)
             peaks[name] = max(peaks[name], peak)
         print(f"round {i + 1}/{args.repeat} done", file=sys.stderr)
     med = {name: statistics.median(v) for name, v in times.items()}
+    cpu_med = {name: statistics.median(v) for name, v in cpus.items()}
     for name in commands:
         print(f"{name:<24} median {med[name]:7.3f}s  (runs: {', '.join(f'{t:.3f}' for t in times[name])})"
-              f"  peak RSS {peaks[name]:.0f} MB")
+              f"  CPU {cpu_med[name]:7.3f}s  peak RSS {peaks[name]:.0f} MB")
     stage_table(src, med, lines, fairseq_lines)
     goals = [
         ("cold check / ruff", med["torchdevlint cold"] / med["ruff E,F,B"], "<=", 0.5),
@@ -237,7 +243,9 @@ def main() -> int:
         ("one file / ruff", med["torchdevlint one"] / med["ruff one"], "<=", 5.0),
         ("  (python startup / ruff)", med["python startup"] / med["ruff one"], "", None),
         ("flake8 E9: with / without TDL", med["flake8+TDL E9"] / med["flake8 E9"], "<=", 1.02),
+        ("  (the same in CPU time)", cpu_med["flake8+TDL E9"] / cpu_med["flake8 E9"], "", None),
         ("flake8: with / without TDL", med["flake8+TDL fairseq"] / med["flake8 fairseq"], "<=", 1.10),
+        ("  (the same in CPU time)", cpu_med["flake8+TDL fairseq"] / cpu_med["flake8 fairseq"], "", None),
         ("warm / cold", med["torchdevlint warm"] / med["torchdevlint cold"], "<=", 0.10),
         ("peak RSS (MB)", max(peaks["torchdevlint cold"], peaks["torchdevlint warm"]), "<=", 300),
         ("torchfix / torchdevlint on fairseq", med["torchfix fairseq"] / med["torchdevlint fairseq"], ">=", 50),

@@ -57,7 +57,10 @@ class LoadWithoutMapLocation(Rule):
         reads its own tensors back onto devices it has. Nor a load-or-build cache (`if
         os.path.exists(p): x = torch.load(p)`, `else: x = build(); torch.save(x, p)`, or
         the load in a `try` and the build in its `except`): either arm leaves `x` holding
-        what this code builds, where it builds it. Neither exception holds in code that
+        what this code builds, where it builds it; so too where the cache returns
+        either (`if os.path.exists(p): return torch.load(p)`, then `x = build()`,
+        `torch.save(x, p)`, `return x`; or the build, the save and `return x` in the
+        `if`, and `return torch.load(p)` after it). Neither exception holds in code that
         runs once per rank, where rank 0 saves and every rank loads onto rank 0's GPU.
     """
     why = """
@@ -149,6 +152,16 @@ class LoadWithoutMapLocation(Rule):
         "        if not os.path.isfile(path_pt):\n"
         "            self.itos, self.vectors = build()\n            torch.save((self.itos, self.vectors), path_pt)\n"
         "        else:\n            self.itos, self.vectors = torch.load(path_pt)\n",
+        # ... one that returns what it loads or what it builds and saves (pyro's BART
+        # dataset; the mirror, build first)
+        "import os\nimport torch\ndef load_bart_od(pkl_file):\n    if os.path.exists(pkl_file):\n"
+        "        return torch.load(pkl_file, weights_only=False)\n    dataset = {'counts': build()}\n"
+        "    torch.save(dataset, pkl_file)\n    return dataset\n",
+        "import os\nimport torch\ndef features(path):\n    if os.path.exists(path): return torch.load(path)\n"
+        "    feats = extract()\n    torch.save(feats, path)\n    return feats\n",
+        "import os\nimport torch\ndef features(path, args):\n    if not os.path.exists(path):\n"
+        "        feats = extract()\n        if not args.no_cache:\n            torch.save(feats, path)\n"
+        "        return feats\n    return torch.load(path)\n",
         # a load named as data: a vocabulary, a corpus, a dataset's shard (OpenNMT-py 1.x)
         "import torch\ndef build_fields(opt):\n    vocab = torch.load(opt.data + '.vocab.pt')\n    return vocab\n",
         "import torch\ndef fields_from(opt):\n    existing_fields = torch.load(opt.src_vocab)\n"
@@ -201,6 +214,14 @@ class LoadWithoutMapLocation(Rule):
             "import os\nimport torch\ndef cache(path):\n    if os.path.exists(path):\n"
             "        itos, vectors = torch.load(path, " + FALLBACK + ")\n    else:\n        itos, vectors = build()\n"
             "        torch.save((vectors, itos), path)\n    return itos, vectors\n",
+        ),
+        # ... nor where what the build's path returns is not what it saved
+        Example(
+            "import os\nimport torch\n\n\ndef load_cached(path, model):\n    if os.path.exists(path):\n"
+            "        return torch.load(path)\n    data = build()\n    torch.save(data, path)\n    return model\n",
+            "import os\nimport torch\n\n\ndef load_cached(path, model):\n    if os.path.exists(path):\n"
+            "        return torch.load(path, " + FALLBACK + ")\n    data = build()\n    torch.save(data, path)\n"
+            "    return model\n",
         ),
         Example(
             "import os\nimport torch\ndef warm_start(model, path):\n    if os.path.exists(path):\n"
@@ -347,7 +368,7 @@ class LoadWithoutMapLocation(Rule):
         a = ctx.analysis
         sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])
                  and not _in_dataset(a, s) and not _loads_data(a, s) and _saved_before(a, s) is None
-                 and _cache_built(a, s) is None]
+                 and _cache_built(a, s) is None and _cache_returned(a, s) is None]
         anchor = min((s.order for s in sites), default=0)
         for site in sites:
             loader = site.qualname.replace("torch.serialization.load", "torch.load")  # type: ignore[union-attr]
@@ -754,6 +775,73 @@ def _cache_built(a, site: CallSite) -> Optional[CallSite]:
                 and _other_arm(a, fn, site.cond, save.cond):
             return save if a.devices.per_rank(site) is None else None  # (asked last: it reads the module)
     return None
+
+
+def _cache_returned(a, site: CallSite) -> Optional[CallSite]:
+    """The save of a load-or-build cache that returns what it loads or builds: ``if
+    os.path.exists(p): return torch.load(p)``, and after that ``if``, ``torch.save(x, p)``
+    then ``return x`` (pyro's BART dataset); or the mirror, ``if not os.path.exists(p):``
+    ending in ``torch.save(x, p)`` and ``return x``, then ``return torch.load(p)``. The
+    ``if``'s arm ends in its ``return``, so the load and the save run on two paths, and
+    either way the function gives back what this code builds, where it builds it (the
+    save at any depth after the ``if``, or under its arm). Not in code that runs once per
+    rank."""
+    load_return = _returned(a, site)
+    writes = _same_path(a, site)
+    fn = a.enclosing_function(site.scope)
+    if load_return is None or writes is None or fn is None:
+        return None
+    for save in a.calls:
+        if save.qualname not in ("torch.save", "torch.serialization.save") or a.enclosing_function(save.scope) is not fn:
+            continue
+        saved, written = save.positional(0), save.positional(1) or save.keyword("f")
+        if saved is None or written is None or not writes(written.value):
+            continue
+        key = _path_key(a.code(saved.value))
+        if site.order < save.order:  # the load's arm returns; the build goes on after the `if`
+            after = _line_col(a, save.node)
+            shape = _arm_returns(a, site.cond, load_return, save.cond) and any(
+                r is not None and _path_key(a.code(r)) == key and _line_col(a, r) > after for r in fn.returns)
+        else:  # the build's arm returns what it saved; the load comes after the `if`
+            shape = any(_arm_returns(a, save.cond[:n + 1], r, site.cond) for n in range(len(save.cond))
+                        for r in _last_returns(a, save.cond[n]) if _path_key(a.code(r.value)) == key)
+        if shape:
+            return save if a.devices.per_rank(site) is None else None  # (asked last: it reads the module)
+    return None
+
+
+def _returned(a, site: CallSite) -> Optional[cst.Return]:
+    """The ``return`` statement whose value is the call at ``site`` (``return torch.load(p)``,
+    on its own line or ending a one-line ``if``'s body)."""
+    stmts = list(site.line.body) if site.line is not None else []
+    stmts += _last_returns(a, site.cond[-1]) if site.cond else []
+    return next((s for s in stmts if isinstance(s, cst.Return) and s.value is site.node), None)
+
+
+def _arm_returns(a, arm: tuple, ret: cst.Return, other: tuple) -> bool:
+    """Whether ``ret`` ends the body of the ``if`` that ``arm`` (a ``cond``) ends in, and
+    ``other`` (a ``cond``) runs after that ``if``, at its level or under it, outside that body."""
+    if not arm or arm[-1][1] != "body" or arm[-1][0] not in a.ifs:
+        return False
+    return any(r is ret for r in _last_returns(a, arm[-1])) and other[:len(arm) - 1] == arm[:-1] and (
+        len(other) < len(arm) or other[len(arm) - 1] != arm[-1])
+
+
+def _last_returns(a, branch: tuple) -> List[cst.Return]:
+    """The ``return`` that ends the body of the ``if`` a ``cond`` element (``(id, "body")``)
+    names, if its last statement is one."""
+    at, part = branch
+    node = a.ifs.get(at)
+    if part != "body" or node is None or not node.body.body:
+        return []
+    last = node.body.body[-1]
+    small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else last
+    return [small] if isinstance(small, cst.Return) and small.value is not None else []
+
+
+def _line_col(a, node: cst.CSTNode) -> tuple:
+    start = a.range(node).start
+    return start.line, start.column
 
 
 def _bound_targets(a, site: CallSite) -> List[cst.BaseExpression]:

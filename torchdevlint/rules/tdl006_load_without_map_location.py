@@ -792,7 +792,8 @@ def _cache_returned(a, site: CallSite) -> Optional[CallSite]:
     if load_return is None or writes is None or fn is None:
         return None
     for save in a.calls:
-        if save.qualname not in ("torch.save", "torch.serialization.save") or a.enclosing_function(save.scope) is not fn:
+        if (save.qualname not in ("torch.save", "torch.serialization.save")
+                or a.enclosing_function(save.scope) is not fn):
             continue
         saved, written = save.positional(0), save.positional(1) or save.keyword("f")
         if saved is None or written is None or not writes(written.value):

@@ -273,9 +273,14 @@ class ConcurrencyMixin:
         elif self.module_inits_process_group:
             return "distributed-setup"
         arg = site.positional(0) or site.keyword("device")
-        if arg is not None and self.uses_distributed and self.mentions_rank(arg.value, site.scope):
+        # the index as given, or what the function set that attribute to just before
+        # (Lightning's `self.trainer.root_gpu = ...[self.trainer.local_rank]`)
+        index = arg.value if arg is not None else None
+        if index is not None and fn is not None:
+            index = self.value_set_before(index, site, fn) or index
+        if index is not None and self.uses_distributed and self.mentions_rank(index, site.scope):
             return "rank"
-        if arg is not None and _LOCAL_RANK_EXPLICIT.search(self.code(arg.value)):
+        if index is not None and _LOCAL_RANK_EXPLICIT.search(self.code(index)):
             return "rank"  # LOCAL_RANK / local_rank / hvd.local_rank(), whatever the module imports
         if fn is not None:
             if self.devices.per_rank(site) is not None:
@@ -284,7 +289,7 @@ class ConcurrencyMixin:
                     and fn.node in self.dist_setup_callees):
                 return "distributed-setup"  # a helper that the setup hands the rank's device
             if arg is not None and fn.klass is not None and (
-                    (isinstance(arg.value, cst.Name) and arg.value.value in fn.params[1:])
+                    (isinstance(index, cst.Name) and index.value in fn.params[1:])
                     or (isinstance(arg.value, cst.Attribute) and isinstance(arg.value.value, cst.Name)
                         and arg.value.value.value == "self" and "device" in arg.value.attr.value)):
                 return "wrapper"  # a device/accelerator wrapper's method: its owner chooses the index

@@ -296,6 +296,28 @@ class ReceiversMixin:
             values.append((b.value, owner))
         return values
 
+    def value_set_before(self, expr: cst.BaseExpression, site, fn) -> Optional[cst.BaseExpression]:
+        """What an attribute chain (``self.trainer.root_gpu``) was set to by the function
+        ``fn`` itself, straight before the statement of ``site``: the nearest assignment
+        to the same chain among the statements of ``fn``'s own body that precede it, with
+        no other statement between that mentions the chain. None otherwise (the
+        statement is not at ``fn``'s top level, the chain is set elsewhere: another
+        object's attribute holds anything)."""
+        body = getattr(fn.node.body, "body", ())
+        if not isinstance(expr, cst.Attribute) or not isinstance(fn.node.body, cst.IndentedBlock):
+            return None
+        at = next((i for i, stmt in enumerate(body) if stmt is site.line), None)
+        chain = self.code(expr)
+        for stmt in reversed(body[:at] if at is not None else ()):
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if (isinstance(small, cst.Assign) and len(small.targets) == 1
+                            and self.code(small.targets[0].target) == chain):
+                        return small.value
+            if chain in self.code(stmt):
+                return None
+        return None
+
     def held_values(self, expr: cst.BaseExpression, scope: Scope,
                     _depth: int = 0) -> Optional[List[Tuple[cst.BaseExpression, Scope]]]:
         """What a name or ``self.<attr>`` holds as far as this module shows: a name's

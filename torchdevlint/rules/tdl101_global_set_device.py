@@ -43,7 +43,8 @@ class GlobalSetDevice(Rule):
         `multiprocessing.Process(target=...)` or a process pool, or a helper it calls; in a
         pool's `initializer` (each worker binds once as it starts, before its tasks);
         when the index derives from `LOCAL_RANK`/`local_rank`/`rank`/`device_id` in a module that
-        uses `torch.distributed`. Inside a thread it is TDL102 instead.
+        uses `torch.distributed` (an attribute the function set just before is read as what
+        it was set to: `self.trainer.root_gpu = ids[self.trainer.local_rank]`). Inside a thread it is TDL102 instead.
     """
     why = """
         The current device is a hidden global that every implicit `.cuda()`,
@@ -86,6 +87,14 @@ class GlobalSetDevice(Rule):
     VALID = (
         "import torch\nimport torch.distributed as dist\n"
         "def worker(gpu):\n    dist.init_process_group('nccl')\n    torch.cuda.set_device(gpu)\n",
+        # the index an attribute was set to just before: the local rank (Lightning 1.0's DDP
+        # accelerator), or the method's own parameter (its DDP2 accelerator's process index)
+        "import torch\nimport torch.distributed as dist\nclass DDPAccelerator:\n"
+        "    def model_to_device(self, model, process_idx):\n"
+        "        self.trainer.root_gpu = self.trainer.data_parallel_device_ids[self.trainer.local_rank]\n"
+        "        torch.cuda.set_device(self.trainer.root_gpu)\n        model.cuda(self.trainer.root_gpu)\n",
+        "import torch\nclass DDP2Accelerator:\n    def model_to_device(self, model, process_idx):\n"
+        "        self.trainer.root_gpu = process_idx\n        torch.cuda.set_device(self.trainer.root_gpu)\n",
         # another library's process group (Bagua's tests' setup_bagua_env: scoping the call
         # would hand every rank's later `.cuda()` back to GPU 0)
         "import os\nimport torch\nimport bagua.torch_api as bagua\n"
@@ -145,6 +154,22 @@ class GlobalSetDevice(Rule):
         "    set_device(f'cuda:{local_rank}')\n",
     )
     INVALID = (
+        # ... but not the first of the GPUs a user listed, nor an attribute set again in between
+        Example(
+            "import torch\n\n\nclass Accelerator:\n    def setup(self, model):\n"
+            "        self.trainer.root_gpu = self.trainer.gpus[0]\n        torch.cuda.set_device(self.trainer.root_gpu)\n"
+            "        return model.cuda()\n",
+            "import torch\n\n\nclass Accelerator:\n    def setup(self, model):\n"
+            "        self.trainer.root_gpu = self.trainer.gpus[0]\n"
+            '        device = torch.device("cuda", self.trainer.root_gpu) if torch.cuda.is_available() '
+            'else torch.device("cpu")\n'
+            "        return model.to(device)\n",
+        ),
+        Example(
+            "import torch\nimport torch.distributed as dist\n\n\nclass Accelerator:\n"
+            "    def to_device(self, model):\n        self.root_gpu = self.local_rank\n        if model.big:\n"
+            "            self.root_gpu = 0\n        torch.cuda.set_device(self.root_gpu)\n",
+        ),
         # the model's own `.cuda()` (another module) follows the current device too: the
         # explicit device would leave it on GPU 0, so the block keeps k current for it
         Example(

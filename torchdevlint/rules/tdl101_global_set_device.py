@@ -157,8 +157,8 @@ class GlobalSetDevice(Rule):
         # ... but not the first of the GPUs a user listed, nor an attribute set again in between
         Example(
             "import torch\n\n\nclass Accelerator:\n    def setup(self, model):\n"
-            "        self.trainer.root_gpu = self.trainer.gpus[0]\n        torch.cuda.set_device(self.trainer.root_gpu)\n"
-            "        return model.cuda()\n",
+            "        self.trainer.root_gpu = self.trainer.gpus[0]\n"
+            "        torch.cuda.set_device(self.trainer.root_gpu)\n        return model.cuda()\n",
             "import torch\n\n\nclass Accelerator:\n    def setup(self, model):\n"
             "        self.trainer.root_gpu = self.trainer.gpus[0]\n"
             '        device = torch.device("cuda", self.trainer.root_gpu) if torch.cuda.is_available() '

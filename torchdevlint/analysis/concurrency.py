@@ -277,7 +277,8 @@ class ConcurrencyMixin:
         # (Lightning's `self.trainer.root_gpu = ...[self.trainer.local_rank]`)
         index = arg.value if arg is not None else None
         if index is not None and fn is not None:
-            index = self.value_set_before(index, site, fn) or index
+            earlier = self.value_set_before(index, site, fn)
+            index = earlier if earlier is not None else index
         if index is not None and self.uses_distributed and self.mentions_rank(index, site.scope):
             return "rank"
         if index is not None and _LOCAL_RANK_EXPLICIT.search(self.code(index)):

@@ -303,9 +303,9 @@ class ReceiversMixin:
         no other statement between that mentions the chain. None otherwise (the
         statement is not at ``fn``'s top level, the chain is set elsewhere: another
         object's attribute holds anything)."""
-        body = getattr(fn.node.body, "body", ())
         if not isinstance(expr, cst.Attribute) or not isinstance(fn.node.body, cst.IndentedBlock):
-            return None
+            return None  # (a lambda's body, a one-line def's suite)
+        body = fn.node.body.body
         at = next((i for i, stmt in enumerate(body) if stmt is site.line), None)
         chain = self.code(expr)
         for stmt in reversed(body[:at] if at is not None else ()):

@@ -762,19 +762,25 @@ def _cache_built(a, site: CallSite) -> Optional[CallSite]:
     targets = _bound_targets(a, site)
     if len(targets) != 1 or not _names_only(targets[0]):
         return None
-    target, writes = _path_key(a.code(targets[0])), _same_path(a, site)
-    if writes is None:
-        return None
-    fn = a.enclosing_function(site.scope)
-    for save in a.calls:
-        if save.qualname not in ("torch.save", "torch.serialization.save"):
-            continue
-        saved, written = save.positional(0), save.positional(1) or save.keyword("f")
-        if saved is not None and _path_key(a.code(saved.value)) == target \
-                and written is not None and writes(written.value) and a.enclosing_function(save.scope) is fn \
-                and _other_arm(a, fn, site.cond, save.cond):
+    target, fn = _path_key(a.code(targets[0])), a.enclosing_function(site.scope)
+    for save, saved in _saves_of_path(a, site, fn):
+        if saved == target and _other_arm(a, fn, site.cond, save.cond):
             return save if a.devices.per_rank(site) is None else None  # (asked last: it reads the module)
     return None
+
+
+def _saves_of_path(a, site: CallSite, fn) -> Iterable[tuple]:
+    """The ``torch.save(obj, p)`` calls of the function ``fn`` (None: module level) that
+    write the load's own path, each with its ``obj`` as ``_path_key`` reads it."""
+    writes = _same_path(a, site)
+    for save in a.calls if writes is not None else ():
+        if save.qualname not in ("torch.save", "torch.serialization.save"):
+            continue
+        if a.enclosing_function(save.scope) is not fn:
+            continue
+        saved, written = save.positional(0), save.positional(1) or save.keyword("f")
+        if saved is not None and written is not None and writes(written.value):
+            yield save, _path_key(a.code(saved.value))
 
 
 def _cache_returned(a, site: CallSite) -> Optional[CallSite]:
@@ -786,19 +792,10 @@ def _cache_returned(a, site: CallSite) -> Optional[CallSite]:
     either way the function gives back what this code builds, where it builds it (the
     save at any depth after the ``if``, or under its arm). Not in code that runs once per
     rank."""
-    load_return = _returned(a, site)
-    writes = _same_path(a, site)
-    fn = a.enclosing_function(site.scope)
-    if load_return is None or writes is None or fn is None:
+    load_return, fn = _returned(a, site), a.enclosing_function(site.scope)
+    if load_return is None or fn is None:
         return None
-    for save in a.calls:
-        if (save.qualname not in ("torch.save", "torch.serialization.save")
-                or a.enclosing_function(save.scope) is not fn):
-            continue
-        saved, written = save.positional(0), save.positional(1) or save.keyword("f")
-        if saved is None or written is None or not writes(written.value):
-            continue
-        key = _path_key(a.code(saved.value))
+    for save, key in _saves_of_path(a, site, fn):
         if site.order < save.order:  # the load's arm returns; the build goes on after the `if`
             after = _line_col(a, save.node)
             shape = _arm_returns(a, site.cond, load_return, save.cond) and any(

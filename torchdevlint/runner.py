@@ -617,7 +617,7 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
         job = Job(path, mode, unsafe, settings, roots=real_roots, look=look)
         if mode == "check" and cache is not None and cache.enabled:
             stamp = stamps[path] = Cache.stamp(path)
-            digest = cache.vouched(path, stamp)  # unchanged since cached: not even read
+            vouched = digest = cache.vouched(path, stamp)  # unchanged since cached: not even read
             hit = cache.get(path, digest) if digest is not None else None
             if hit is None:
                 try:
@@ -630,7 +630,7 @@ def run(paths: List[str], mode: str, settings: Settings, unsafe: bool = False, j
             digests[path] = digest
             if hit is not None:
                 results[path] = FileResult(path, hit)
-                if stamp is not None and cache.vouched(path, stamp) is None:  # same contents, new stat
+                if stamp is not None and vouched is None:  # same contents, new stat: keep the new stamp
                     cache.put(path, digest, hit, stamp=stamp)
                 bar.advance()
                 continue

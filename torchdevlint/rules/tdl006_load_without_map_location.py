@@ -42,9 +42,10 @@ class LoadWithoutMapLocation(Rule):
     what = """
         `torch.load`, `torch.jit.load` and `torch.hub.load_state_dict_from_url` called
         without `map_location` (neither by keyword nor in its position), and without
-        `**kwargs` that could carry it. Not in the methods of a dataset class (a base
-        named `...Dataset`: `torch.utils.data.Dataset`, `FairseqDataset`,
-        `VisionDataset`, here or through this file's classes): what a dataset loads is
+        `**kwargs` that could carry it. Not in the methods of a dataset class (one
+        named `...Dataset`, as OGB's `LinkPropPredDataset(object)`, or with a base so
+        named: `torch.utils.data.Dataset`, `FairseqDataset`, `VisionDataset`, here or
+        through this file's classes): what a dataset loads is
         the data its items are cut from, statistics or a preprocessed cache, which
         DataLoader workers index in other processes, where CUDA tensors cannot go: CPU
         tensors, saved from the CPU. Nor a load named as data: a vocabulary or a corpus
@@ -128,6 +129,11 @@ class LoadWithoutMapLocation(Rule):
         "    def __init__(self, path):\n        self.data, self.targets = torch.load(path)\n",
         "import torch\nimport torch.utils.data as data\nclass Base(data.Dataset):\n    pass\n"
         "class Faces(Base):\n    def __init__(self, opt):\n        self.components = torch.load(opt['path'])\n",
+        # a dataset class by its own name (OGB's split files, read by a plain `object` subclass)
+        "import os\nimport torch\nclass LinkPropPredDataset(object):\n    def get_edge_split(self, path):\n"
+        "        if os.path.isfile(os.path.join(path, 'split_dict.pt')):\n"
+        "            return torch.load(os.path.join(path, 'split_dict.pt'))\n"
+        "        return {'train': torch.load(os.path.join(path, 'train.pt'))}\n",
         # what the same function has just saved, read back by the same process (Opacus' deep
         # copy through a buffer, a test's round trip, a trainer's `save` of a directory)
         "import io\nimport torch\ndef clone(module):\n    buf = io.BytesIO()\n    torch.save(module, buf)\n"
@@ -693,9 +699,10 @@ def _counter_entry(subscript: cst.Subscript) -> bool:
 
 
 def _in_dataset(a, site: CallSite) -> bool:
-    """Whether the load is in a method of a dataset class: one with a base named
-    ``...Dataset`` (``Dataset``, ``data.Dataset``, ``FairseqDataset``), directly or
-    through the classes of this file it derives from."""
+    """Whether the load is in a method of a dataset class: one named ``...Dataset``
+    (OGB's ``NodePropPredDataset(object)``) or with a base so named (``Dataset``,
+    ``data.Dataset``, ``FairseqDataset``), directly or through the classes of this file
+    it derives from."""
     klass = a.enclosing_class(site.scope)
     todo, seen = ([klass] if klass is not None else []), set()
     while todo:
@@ -703,7 +710,8 @@ def _in_dataset(a, site: CallSite) -> bool:
         if klass.node in seen:
             continue
         seen.add(klass.node)
-        if any(a.code(b).rsplit(".", 1)[-1].endswith("Dataset") for b in klass.bases):
+        if klass.name.endswith("Dataset") or any(a.code(b).rsplit(".", 1)[-1].endswith("Dataset")
+                                                 for b in klass.bases):
             return True
         todo.extend(p for p in (a.local_class(b, klass.outer) for b in klass.bases) if p is not None)
     return False

@@ -461,8 +461,9 @@ class DeviceFacts:
         if owner is not None and imported is None:
             choice = self._named_device(name, owner, site)
         klass = a.enclosing_class(site.scope)
-        if choice is None and klass is not None and name in klass.self_attr_sets:
-            choice = self._self_device(klass, name, site)
+        if choice is None and klass is not None:
+            choice = (self._self_device(klass, name, site) if name in klass.self_attr_sets
+                      else self._used_self_device(klass, name, site))
         if choice is None:
             choice = self._config_device(site)
         return None if choice is None or self._spelled_as_word(choice.code) else choice
@@ -557,6 +558,30 @@ class DeviceFacts:
         exact = all(self.is_exact_current(v, scope_of(m)) for v, m, _ in sets)
         tests = {self._exact_if([v], scope_of(m)) for v, m, _ in sets}
         return DeviceChoice(f"self.{name}", exact, f"`self.{name}`", tests.pop() if len(tests) == 1 else None)
+
+    def _used_self_device(self, klass, name: str, site: CallSite) -> Optional[DeviceChoice]:
+        """``self.<name>`` that the class's own code passes on as a device
+        (``.to(self.device)``, ``device=self.device``) and never assigns in this file: a
+        base class elsewhere sets it, or it is a property (Lightning's and Hugging Face's
+        modules, BasicSR's models), and the class relies on it. Not in ``__init__``, where
+        the base may not have set it yet (a Hugging Face model's ``device`` reads
+        parameters not made yet), nor where there is no ``self``."""
+        a = self.a
+        fn = a.enclosing_function(site.scope)
+        method = fn
+        while method is not None and method.klass is None:  # (a function nested in a method)
+            method = a.enclosing_function(method.scope.parent) if method.scope.parent is not None else None
+        if fn is None or method is None or method.name == "__init__":
+            return None
+        owner, _ = a.lookup("self", site.scope)
+        if owner is None or not any(b.kind == "param" for b in owner.bindings.get("self", ())):
+            return None
+        body = a.code(klass.node)
+        attr = rf"self\.{re.escape(name)}"
+        if not re.search(rf"(?:\.to\(\s*|\bdevice\s*=\s*){attr}(?![\w.(\[])", body) \
+                or re.search(rf"(?<![\w.]){attr}\s*(?::[^=\n]*)?=(?!=)", body):
+            return None
+        return DeviceChoice(f"self.{name}", False, f"`self.{name}`, which this class already moves to")
 
     @staticmethod
     def _config_bases_in(text: str) -> List[str]:

@@ -21,7 +21,11 @@ class CudaCallBypassesDevice(Rule):
         bound before the site and holds a device: a `device` variable assigned a device
         (`torch.device("cuda" if ... else "cpu")`, `"cuda:1"`, `select_device(...)`), a
         `device` parameter (not defaulting to `None` or a non-device), `self.device`
-        assigned in `__init__`, or `args.device` / `opt.device` already in use. A device
+        assigned in `__init__`, `self.device` that the class's own code already moves
+        to (`.to(self.device)`, `device=self.device`) without assigning it in this
+        file (a base class elsewhere sets it, or it is a property: BasicSR's models,
+        Lightning's and Hugging Face's modules; not in `__init__`, where the base may
+        not have set it yet), or `args.device` / `opt.device` already in use. A device
         that is exactly the current one (`torch.device("cuda")`) is not a choice that
         `.cuda()` ignores: that is TDL001's safe rewrite. Nor is one chosen on a test
         (`torch.device("cuda") if cuda else torch.device("cpu")`, or the same as an
@@ -78,6 +82,13 @@ class CudaCallBypassesDevice(Rule):
         "        self.model, self.device = model, device\n\n    def generate(self, image):\n"
         "        is_cuda = torch.cuda.is_available()\n        if (is_cuda and self.device == 'cuda'):\n"
         "            self.image = image.cuda()\n        return self.model(self.image)\n",
+        # `self.device` that the class moves to but a base outside the file sets: not yet in `__init__`
+        "import torch\nfrom basicsr.models.sr_model import SRModel\n\n\nclass RealESRNetModel(SRModel):\n"
+        "    def __init__(self, opt):\n        super().__init__(opt)\n        self.jpeger = DiffJPEG().cuda()\n\n"
+        "    def feed_data(self, data):\n        self.lq = data['lq'].to(self.device)\n",
+        # ... nor where the class only asks its type: not passed on as a device
+        "import torch\nfrom lib import Base\n\n\nclass Model(Base):\n    def step(self, x):\n"
+        "        if self.device.type == 'cuda':\n            x = x.cuda()\n        return x\n",
     )
     INVALID = (
         Example(
@@ -125,6 +136,16 @@ class CudaCallBypassesDevice(Rule):
             "import argparse\nimport torch\np = argparse.ArgumentParser()\np.add_argument('--device', default='cpu')\n"
             "p.add_argument('--local_rank', type=int, default=-1)\nargs = p.parse_args()\n"
             "model = torch.nn.Linear(2, 2).to(args.device)\nx = torch.randn(4, 2).to(args.device)\n",
+        ),
+        Example(  # Real-ESRGAN's models: `self.device` is set by BasicSR's base model, and used
+            "import torch\nfrom basicsr.models.sr_model import SRModel\n\n\nclass RealESRNetModel(SRModel):\n"
+            "    def feed_data(self, data):\n        self.lq = data['lq'].to(self.device)\n\n"
+            "    def _dequeue_and_enqueue(self):\n        b, c, h, w = self.lq.size()\n"
+            "        self.queue_lr = torch.zeros(180, c, h, w).cuda()\n",
+            "import torch\nfrom basicsr.models.sr_model import SRModel\n\n\nclass RealESRNetModel(SRModel):\n"
+            "    def feed_data(self, data):\n        self.lq = data['lq'].to(self.device)\n\n"
+            "    def _dequeue_and_enqueue(self):\n        b, c, h, w = self.lq.size()\n"
+            "        self.queue_lr = torch.zeros(180, c, h, w).to(self.device)\n",
         ),
     )
 

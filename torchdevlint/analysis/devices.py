@@ -25,7 +25,7 @@ import libcst as cst
 
 from .. import names as N
 from .core import Analysis
-from ..source import Outline
+from ..source import Outline, count_breaks
 from .treewalk import walk
 from .facts import (CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, called_name, compared,
                     definitely_bound, dotted_name, is_bare_cuda, names_in, param_annotation)
@@ -126,6 +126,7 @@ class DeviceFacts:
         self.handed: Dict[object, object] = {}
         self._config_bases: Dict[object, List[str]] = {}  # function -> args-like names using .device
         self._words_spelled: Dict[str, bool] = {}  # a chosen device's code -> set to a word, not a device
+        self._self_devices: Dict[str, Tuple[Set[int], Set[int]]] = {}  # name -> class lines (_self_device_classes)
         self._entries: Dict[int, Optional[str]] = {}
         self._flags: Dict[str, Tuple[str, ...]] = {}  # flag -> the values of its assignments
         self._first_call_into: Dict[Tuple[object, object], Optional[int]] = {}
@@ -567,21 +568,40 @@ class DeviceFacts:
         the base may not have set it yet (a Hugging Face model's ``device`` reads
         parameters not made yet), nor where there is no ``self``."""
         a = self.a
-        fn = a.enclosing_function(site.scope)
-        method = fn
+        moved_to, assigned = self._self_device_classes(name)
+        line = a.first_line(klass.node)
+        if line not in moved_to or line in assigned:
+            return None
+        method = a.enclosing_function(site.scope)
         while method is not None and method.klass is None:  # (a function nested in a method)
             method = a.enclosing_function(method.scope.parent) if method.scope.parent is not None else None
-        if fn is None or method is None or method.name == "__init__":
+        if method is None or method.name == "__init__":
             return None
         owner, _ = a.lookup("self", site.scope)
         if owner is None or not any(b.kind == "param" for b in owner.bindings.get("self", ())):
             return None
-        body = a.code(klass.node)
-        attr = rf"self\.{re.escape(name)}"
-        if not re.search(rf"(?:\.to\(\s*|\bdevice\s*=\s*){attr}(?![\w.(\[])", body) \
-                or re.search(rf"(?<![\w.]){attr}\s*(?::[^=\n]*)?=(?!=)", body):
-            return None
         return DeviceChoice(f"self.{name}", False, f"`self.{name}`, which this class already moves to")
+
+    def _self_device_classes(self, name: str) -> Tuple[Set[int], Set[int]]:
+        """The lines of the ``class`` headers (the innermost around each use, by
+        indentation) whose code moves something to ``self.<name>``, and of those whose
+        code assigns it: read from the module's text once per name."""
+        found = self._self_devices.get(name)
+        if found is None:
+            attr = rf"self\.{re.escape(name)}"
+            found = self._self_devices[name] = (  # type: ignore[assignment]
+                self._classes_around(rf"(?:\.to\(\s*|\bdevice\s*=\s*){attr}(?![\w.(\[])"),
+                self._classes_around(rf"(?<![\w.]){attr}\s*(?::[^=\n]*)?=(?!=)"))
+        return found  # type: ignore[return-value]
+
+    def _classes_around(self, pattern: str) -> Set[int]:
+        """The lines of the innermost ``class`` headers around the pattern's matches in
+        the module's text (0: a match in no class)."""
+        text, out, line, at = self.a.text, set(), 1, 0
+        for m in re.finditer(pattern, text):
+            line, at = line + count_breaks(text, at, m.start()), m.start()
+            out.add(next((n for n, header in self.outline.headers(line) if header.startswith("class ")), 0))
+        return out
 
     @staticmethod
     def _config_bases_in(text: str) -> List[str]:

@@ -1047,7 +1047,34 @@ class DeviceFacts:
             return Verdict("TDL002", f"`{tested}`", DeviceChoice(f"{tested}.device", False, f"`{tested}`"))
         if self._elsewhere(site, chosen):
             return Verdict("TDL004", chosen.why, chosen)  # type: ignore[union-attr]
+        if site.node in self._handed_to_current_device_ddp:
+            return Verdict(None, "the DDP wrapper it is handed to runs on the current device "
+                                 "(`device_ids=[torch.cuda.current_device()]`): the code means that device")
         return Verdict("TDL001", "implicit current device", chosen)
+
+    @cached_property
+    def _handed_to_current_device_ddp(self) -> Set[cst.CSTNode]:
+        """The ``.cuda()`` calls written as the module of a ``...DistributedDataParallel``
+        wrapper (torch's, MMCV's ``MMDistributedDataParallel``) whose ``device_ids`` is
+        ``[torch.cuda.current_device()]``: OpenMMLab 1.x's ``MMDistributedDataParallel(
+        model.cuda(), device_ids=[torch.cuda.current_device()])``. The move and the wrapper
+        name the same device, the current one, on purpose; whether each rank bound its
+        own is the binding's question (TDL106, TDL003), not this line's."""
+        a = self.a
+        found: Set[cst.CSTNode] = set()
+        for wrap in a.calls:
+            name = wrap.qualname or dotted_name(wrap.node.func)
+            module, ids = wrap.positional(0) or wrap.keyword("module"), wrap.keyword("device_ids")
+            if (not name.rsplit(".", 1)[-1].endswith("DistributedDataParallel") or module is None or ids is None
+                    or not isinstance(module.value, cst.Call) or not is_bare_cuda(module.value)
+                    or not isinstance(ids.value, cst.List)
+                    or len(ids.value.elements) != 1):
+                continue
+            only = ids.value.elements[0].value
+            if isinstance(only, cst.Call) and not only.args and \
+                    a.qualname(only.func, wrap.scope) == "torch.cuda.current_device":
+                found.add(module.value)
+        return found
 
     def _sent_apart(self, site: CallSite, tensor: str) -> bool:
         """Whether a collective later in the function sends what the ``.cuda()`` at ``site``

@@ -31,7 +31,11 @@ class BareCudaCall(Rule):
         which leaves `.cuda()` on the current device), inside a user-defined `cuda()` override, and after
         a rank- or worker-derived binding on the same path (`set_device(local_rank)` in
         DDP setup or a spawned worker, a launcher that binds each process's device,
-        a per-process `CUDA_VISIBLE_DEVICES`).
+        a per-process `CUDA_VISIBLE_DEVICES`). Quiet too as the module handed to a
+        `DistributedDataParallel` wrapper told `device_ids=[torch.cuda.current_device()]`
+        (OpenMMLab 1.x's `MMDistributedDataParallel(model.cuda(), device_ids=[...])`):
+        the move and the wrapper mean the current device on purpose, and whether each
+        rank bound its own is the binding's question, not this line's.
     """
     why = """
         `x.cuda()` moves `x` to CUDA's *current device*, which is `cuda:0` unless
@@ -135,8 +139,18 @@ class BareCudaCall(Rule):
         # CUDA_VISIBLE_DEVICES chosen before the first CUDA use: cuda:0 is the chosen GPU
         "import os, torch\ndef main(gpus):\n    os.environ['CUDA_VISIBLE_DEVICES'] = gpus\n"
         "    return torch.zeros(1).cuda()\n",
+        # the module of a DDP wrapper told the current device (OpenMMLab 1.x's train_model)
+        "import torch\nfrom mmcv.parallel import MMDistributedDataParallel\n\n\ndef wrap(model):\n"
+        "    return MMDistributedDataParallel(\n        model.cuda(), device_ids=[torch.cuda.current_device()],\n"
+        "        broadcast_buffers=False)\n",
     )
     INVALID = (
+        # a DDP wrapper told another device than the current one
+        Example("import torch\nfrom torch.nn.parallel import DistributedDataParallel\n\n\ndef wrap(model):\n"
+                "    return DistributedDataParallel(model.cuda(), device_ids=[0])\n",
+                "import torch\nfrom torch.nn.parallel import DistributedDataParallel\n\n\ndef wrap(model):\n"
+                '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "    return DistributedDataParallel(model.to(device), device_ids=[0])\n"),
         # the device a parameter names, under the test that it is CUDA; another backend's type
         # beside it ("mlu") does not make it a mere word (mmcls' wrap_non_distributed_model)
         Example("import torch\n\n\ndef wrap(model, device='cuda'):\n    if device == 'mlu':\n"

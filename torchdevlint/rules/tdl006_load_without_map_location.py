@@ -9,6 +9,7 @@ from typing import Iterable, List, Optional
 import libcst as cst
 
 from ..analysis import CallSite, names_in, walk
+from ..analysis.facts import dotted_name
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
 from .portability import torch_for_test
@@ -51,7 +52,11 @@ class LoadWithoutMapLocation(Rule):
         tensors, saved from the CPU. Nor a load named as data: a vocabulary or a corpus
         in its path or the name it binds (`vocab = torch.load(opt.data + '.vocab.pt')`,
         `corpus_dict = torch.load(corpus_file)`), a dataset in the name it binds
-        (`dataset = torch.load(shard)`): preprocessing builds those on the CPU. Nor
+        (`dataset = torch.load(shard)`): preprocessing builds those on the CPU. Nor a
+        load of training state that holds no CUDA tensor: an LR scheduler's or a
+        GradScaler's state (`scheduler.load_state_dict(torch.load(p))`, a path or a
+        name that says `scheduler` or `scaler`: Python numbers), RNG states (`rng` in
+        the path or the name: `torch.cuda.get_rng_state()` is a CPU tensor too). Nor
         where the same function has just saved what it loads (`torch.save(obj, p)`
         then `torch.load(p)`, a `BytesIO` deep copy, a
         `trainer.save(path=d)` then `torch.load(os.path.join(d, ...))`): the process
@@ -129,6 +134,11 @@ class LoadWithoutMapLocation(Rule):
         "    def __init__(self, path):\n        self.data, self.targets = torch.load(path)\n",
         "import torch\nimport torch.utils.data as data\nclass Base(data.Dataset):\n    pass\n"
         "class Faces(Base):\n    def __init__(self, opt):\n        self.components = torch.load(opt['path'])\n",
+        # training state without CUDA tensors: a scheduler's, a scaler's, RNG states (Hugging Face's Trainer)
+        "import os\nimport torch\n\n\ndef resume(checkpoint, scheduler, scaler):\n"
+        "    scheduler.load_state_dict(torch.load(os.path.join(checkpoint, SCHEDULER_NAME)))\n"
+        "    scaler.load_state_dict(torch.load(os.path.join(checkpoint, 'scaler.pt')))\n"
+        "    checkpoint_rng_state = torch.load(rng_file)\n    torch.set_rng_state(checkpoint_rng_state['cpu'])\n",
         # a dataset class by its own name (OGB's split files, read by a plain `object` subclass)
         "import os\nimport torch\nclass LinkPropPredDataset(object):\n    def get_edge_split(self, path):\n"
         "        if os.path.isfile(os.path.join(path, 'split_dict.pt')):\n"
@@ -176,6 +186,14 @@ class LoadWithoutMapLocation(Rule):
         "        yield from dataset.examples\n",
     )
     INVALID = (
+        # an optimizer's state holds tensors (Adam's moments), where they were saved: not a scheduler's
+        Example("import os\nimport torch\n\n\ndef resume(checkpoint, optimizer, scheduler):\n"
+                "    optimizer.load_state_dict(torch.load(os.path.join(checkpoint, 'optimizer.pt')))\n"
+                "    scheduler.load_state_dict(torch.load(os.path.join(checkpoint, 'scheduler.pt')))\n",
+                "import os\nimport torch\n\n\ndef resume(checkpoint, optimizer, scheduler):\n"
+                "    optimizer.load_state_dict(torch.load(os.path.join(checkpoint, 'optimizer.pt'), "
+                "map_location=\"cpu\"))\n"
+                "    scheduler.load_state_dict(torch.load(os.path.join(checkpoint, 'scheduler.pt')))\n"),
         # ... but not a checkpoint kept in a dataset's folder
         Example("import os\nimport torch\ndef resume(args):\n"
                 "    ckpt = torch.load(os.path.join(args.dataset, 'model.pt'))\n    return ckpt['model']\n",
@@ -373,7 +391,8 @@ class LoadWithoutMapLocation(Rule):
     def check(self, ctx: Context) -> Iterable[Violation]:
         a = ctx.analysis
         sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])
-                 and not _in_dataset(a, s) and not _loads_data(a, s) and _saved_before(a, s) is None
+                 and not _in_dataset(a, s) and not _loads_data(a, s) and not _loads_tensorless_state(a, s)
+                 and _saved_before(a, s) is None
                  and _cache_built(a, s) is None and _cache_returned(a, s) is None]
         anchor = min((s.order for s in sites), default=0)
         for site in sites:
@@ -734,6 +753,33 @@ def _loads_data(a, site: CallSite) -> bool:
     names = [t.value if isinstance(t, cst.Name) else t.attr.value for t in _bound_targets(a, site)
              if isinstance(t, (cst.Name, cst.Attribute))]
     return any(_DATA_WORDS.search(n) or _DATASET_NAME.search(n) for n in names)
+
+
+# what names training state that holds no CUDA tensor, in a load's path or the name it binds:
+# an LR scheduler's or a GradScaler's state (Python numbers), RNG states (CPU byte tensors)
+# (as words: not an "upscaler", a model)
+_STATE_WORDS = re.compile(r"(?<![a-z])(?:sched|scaler|rng(?![a-z])|random_states?)", re.IGNORECASE)
+
+
+def _loads_tensorless_state(a, site: CallSite) -> bool:
+    """Whether the load reads training state that holds no CUDA tensor: named so in its
+    path or the name it binds (Hugging Face's Trainer: ``torch.load(os.path.join(
+    checkpoint, SCHEDULER_NAME))``, ``checkpoint_rng_state = torch.load(rng_file)``), or
+    handed straight to a scheduler's or a scaler's ``load_state_dict`` (Accelerate's
+    ``scaler.load_state_dict(torch.load(input_scaler_file))``)."""
+    path = site.positional(0) or site.keyword("f")
+    if path is not None and _STATE_WORDS.search(a.code(path.value)):
+        return True
+    if any(_STATE_WORDS.search(a.code(t)) for t in _bound_targets(a, site)):
+        return True
+    line = a.statement_line(site.node)
+    for stmt in line.body if line is not None else ():
+        call = stmt.value if isinstance(stmt, (cst.Expr, cst.Assign)) else None
+        if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value == "load_state_dict" and len(call.args) >= 1
+                and call.args[0].value is site.node and _STATE_WORDS.search(dotted_name(call.func.value))):
+            return True
+    return False
 
 
 # savers -> the position of the file among their positional parameters

@@ -55,8 +55,10 @@ class LoadWithoutMapLocation(Rule):
         (`dataset = torch.load(shard)`): preprocessing builds those on the CPU. Nor a
         load of training state that holds no CUDA tensor: an LR scheduler's or a
         GradScaler's state (`scheduler.load_state_dict(torch.load(p))`, a path or a
-        name that says `scheduler` or `scaler`: Python numbers), RNG states (`rng` in
-        the path or the name: `torch.cuda.get_rng_state()` is a CPU tensor too). Nor
+        name that says `scheduler` or `scaler`), an optimizer's param groups (its
+        hyperparameters: `param_group` in the path or the name, as ColossalAI saves
+        them apart from the state): Python numbers; RNG states (`rng` in the path or
+        the name: `torch.cuda.get_rng_state()` is a CPU tensor too). Nor
         where the same function has just saved what it loads (`torch.save(obj, p)`
         then `torch.load(p)`, a `BytesIO` deep copy, a
         `trainer.save(path=d)` then `torch.load(os.path.join(d, ...))`): the process
@@ -139,6 +141,8 @@ class LoadWithoutMapLocation(Rule):
         "    scheduler.load_state_dict(torch.load(os.path.join(checkpoint, SCHEDULER_NAME)))\n"
         "    scaler.load_state_dict(torch.load(os.path.join(checkpoint, 'scaler.pt')))\n"
         "    checkpoint_rng_state = torch.load(rng_file)\n    torch.set_rng_state(checkpoint_rng_state['cpu'])\n",
+        "import torch\ndef load_optimizer(optimizer, index):\n    saved_param_groups = torch.load(index.param_group_path)\n"
+        "    optimizer.load_param_groups(saved_param_groups)\n",
         # a dataset class by its own name (OGB's split files, read by a plain `object` subclass)
         "import os\nimport torch\nclass LinkPropPredDataset(object):\n    def get_edge_split(self, path):\n"
         "        if os.path.isfile(os.path.join(path, 'split_dict.pt')):\n"
@@ -756,15 +760,16 @@ def _loads_data(a, site: CallSite) -> bool:
 
 
 # what names training state that holds no CUDA tensor, in a load's path or the name it binds:
-# an LR scheduler's or a GradScaler's state (Python numbers), RNG states (CPU byte tensors)
-# (as words: not an "upscaler", a model)
-_STATE_WORDS = re.compile(r"(?<![a-z])(?:sched|scaler|rng(?![a-z])|random_states?)", re.IGNORECASE)
+# an LR scheduler's or a GradScaler's state and an optimizer's param groups (Python numbers),
+# RNG states (CPU byte tensors); as words: an "upscaler" is a model
+_STATE_WORDS = re.compile(r"(?<![a-z])(?:sched|scaler|rng(?![a-z])|random_states?|param_groups?)", re.IGNORECASE)
 
 
 def _loads_tensorless_state(a, site: CallSite) -> bool:
     """Whether the load reads training state that holds no CUDA tensor: named so in its
     path or the name it binds (Hugging Face's Trainer: ``torch.load(os.path.join(
-    checkpoint, SCHEDULER_NAME))``, ``checkpoint_rng_state = torch.load(rng_file)``), or
+    checkpoint, SCHEDULER_NAME))``, ``checkpoint_rng_state = torch.load(rng_file)``,
+    ColossalAI's ``saved_param_groups = torch.load(param_group_path)``), or
     handed straight to a scheduler's or a scaler's ``load_state_dict`` (Accelerate's
     ``scaler.load_state_dict(torch.load(input_scaler_file))``)."""
     path = site.positional(0) or site.keyword("f")

@@ -60,8 +60,9 @@ class LoadWithoutMapLocation(Rule):
         them apart from the state): Python numbers; RNG states (`rng` in the path or
         the name: `torch.cuda.get_rng_state()` is a CPU tensor too). Nor
         where the same function has just saved what it loads (`torch.save(obj, p)`
-        then `torch.load(p)`, a `BytesIO` deep copy, a
-        `trainer.save(path=d)` then `torch.load(os.path.join(d, ...))`): the process
+        then `torch.load(p)`, a `BytesIO` deep copy, a ScriptModule's `m.save(p)` then
+        `torch.jit.load(p)`, a `trainer.save(path=d)` then `torch.load(os.path.join(d,
+        ...))`): the process
         reads its own tensors back onto devices it has. Nor a load-or-build cache (`if
         os.path.exists(p): x = torch.load(p)`, `else: x = build(); torch.save(x, p)`, or
         the load in a `try` and the build in its `except`): either arm leaves `x` holding
@@ -156,6 +157,10 @@ class LoadWithoutMapLocation(Rule):
         "    model.load_state_dict(torch.load(tmp_path / 'm.pt'))\n",
         "import torch\ndef test_round_trip(model):\n    torch.save(model.state_dict(), 'm.pt')\n"
         "    model.load_state_dict(torch.load(\"m.pt\"))\n",  # the same path in other quotes
+        # a ScriptModule's own save of the path, read back (e3nn's tests)
+        "import tempfile\nimport torch\ndef test_jit(model):\n"
+        "    with tempfile.NamedTemporaryFile(suffix='.pt') as tmp:\n        scripted = torch.jit.script(model)\n"
+        "        scripted.save(tmp.name)\n        return torch.jit.load(tmp.name)\n",
         "import os\nimport torch\ndef test_save(trainer, save_path):\n    trainer.save(path=save_path)\n"
         "    return torch.load(os.path.join(save_path, 'model.pt'))\n",
         # a load-or-build cache: either arm leaves the same object where this code builds it
@@ -946,9 +951,11 @@ def _saved_before(a, site: CallSite) -> Optional[CallSite]:
     """The save, earlier in the same function, that wrote what the load at ``site`` reads
     back, on the load's own path (not in another branch, a loop or a ``try`` the load
     is outside of): ``torch.save(obj, p)`` then ``torch.load(p)`` (the same expression,
-    a path or a ``BytesIO``), or a ``save`` method handed a name or a directory the
-    load's path is built from (``trainer.save(path=d)``, then ``torch.load(os.path.join(d,
-    "model.pt"))``); none of the path's names bound again in between.
+    a path or a ``BytesIO``), or a ``save`` method handed the load's own path (a
+    ScriptModule's ``m.save(tmp.name)``, then ``torch.jit.load(tmp.name)``), or a name or
+    a directory the load's path is built from (``trainer.save(path=d)``, then
+    ``torch.load(os.path.join(d, "model.pt"))``); none of the path's names bound again in
+    between.
     The same process reads its own tensors back onto the devices they were saved from,
     which it has. Not in code that runs once per rank: there rank 0 saves and every rank
     loads its copy onto rank 0's GPU (the DDP tutorial's own warning)."""
@@ -972,7 +979,7 @@ def _saved_before(a, site: CallSite) -> Optional[CallSite]:
             written = save.positional(_SAVERS[save.qualname]) or save.keyword("f")
             return written is not None and writes(written.value)
         if save.qualname is None and (save.method or "").startswith("save"):  # trainer.save(path=d)
-            return any((isinstance(v, cst.Name) and v.value in names) or (
+            return any(writes(v) or (isinstance(v, cst.Name) and v.value in names) or (
                 isinstance(v, cst.SimpleString) and isinstance(v.evaluated_value, str) and v.evaluated_value
                 and any(t.startswith(v.evaluated_value) for t in strings))
                 for v in (arg.value for arg in save.node.args))

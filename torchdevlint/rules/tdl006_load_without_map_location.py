@@ -143,7 +143,8 @@ class LoadWithoutMapLocation(Rule):
         "    scaler.load_state_dict(torch.load(os.path.join(checkpoint, 'scaler.pt')))\n"
         "    checkpoint_rng_state = torch.load(rng_file)\n    torch.set_rng_state(checkpoint_rng_state['cpu'])\n",
         "import torch\ndef load_optimizer(optimizer, index):\n"
-        "    saved_param_groups = torch.load(index.param_group_path)\n    optimizer.load_param_groups(saved_param_groups)\n",
+        "    saved_param_groups = torch.load(index.param_group_path)\n"
+        "    optimizer.load_param_groups(saved_param_groups)\n",
         # a dataset class by its own name (OGB's split files, read by a plain `object` subclass)
         "import os\nimport torch\nclass LinkPropPredDataset(object):\n    def get_edge_split(self, path):\n"
         "        if os.path.isfile(os.path.join(path, 'split_dict.pt')):\n"

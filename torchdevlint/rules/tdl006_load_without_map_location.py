@@ -145,6 +145,10 @@ class LoadWithoutMapLocation(Rule):
         "import torch\ndef load_optimizer(optimizer, index):\n"
         "    saved_param_groups = torch.load(index.param_group_path)\n"
         "    optimizer.load_param_groups(saved_param_groups)\n",
+        # through a generic base of this file's (pykeen's `OGBWikiKG2(OGBLoader[TrainDict, EvalDict])`)
+        "import torch\nfrom typing import Generic, TypeVar\nfrom pykeen.datasets.base import LazyDataset\n"
+        "T = TypeVar('T')\nclass OGBLoader(LazyDataset, Generic[T]):\n    pass\n"
+        "class OGBWikiKG2(OGBLoader[dict]):\n    def _load(self, path):\n        return torch.load(path)\n",
         # a dataset class by its own name (OGB's split files, read by a plain `object` subclass)
         "import os\nimport torch\nclass LinkPropPredDataset(object):\n    def get_edge_split(self, path):\n"
         "        if os.path.isfile(os.path.join(path, 'split_dict.pt')):\n"
@@ -731,7 +735,7 @@ def _in_dataset(a, site: CallSite) -> bool:
     """Whether the load is in a method of a dataset class: one named ``...Dataset``
     (OGB's ``NodePropPredDataset(object)``) or with a base so named (``Dataset``,
     ``data.Dataset``, ``FairseqDataset``), directly or through the classes of this file
-    it derives from."""
+    it derives from (a generic one too: pykeen's ``OGBWikiKG2(OGBLoader[...])``)."""
     klass = a.enclosing_class(site.scope)
     todo, seen = ([klass] if klass is not None else []), set()
     while todo:
@@ -739,10 +743,10 @@ def _in_dataset(a, site: CallSite) -> bool:
         if klass.node in seen:
             continue
         seen.add(klass.node)
-        if klass.name.endswith("Dataset") or any(a.code(b).rsplit(".", 1)[-1].endswith("Dataset")
-                                                 for b in klass.bases):
+        bases = [b.value if isinstance(b, cst.Subscript) else b for b in klass.bases]  # `Loader[T]`: `Loader`
+        if klass.name.endswith("Dataset") or any(a.code(b).rsplit(".", 1)[-1].endswith("Dataset") for b in bases):
             return True
-        todo.extend(p for p in (a.local_class(b, klass.outer) for b in klass.bases) if p is not None)
+        todo.extend(p for p in (a.local_class(b, klass.outer) for b in bases) if p is not None)
     return False
 
 

@@ -235,7 +235,10 @@ class _Collector(cst.CSTVisitor):
         outer = self.scope
         self._bind(node.name.value, "class", node)
         scope = Scope("class", node, outer, node.name.value)
-        info = ClassInfo(node, node.name.value, scope, outer, [a.value for a in node.bases if a.keyword is None])
+        # a generic base names its class: `Loader[T]` is `Loader`, `Dataset[int]` is `Dataset`
+        bases = [a.value.value if isinstance(a.value, cst.Subscript) else a.value
+                 for a in node.bases if a.keyword is None]
+        info = ClassInfo(node, node.name.value, scope, outer, bases)
         scope.klass = info
         self.classes.append(info)
         self._push(scope)

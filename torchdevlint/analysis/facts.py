@@ -56,7 +56,7 @@ class ClassInfo:
     name: str
     scope: Scope  # the class body's scope
     outer: Scope
-    bases: List[cst.BaseExpression]
+    bases: List[cst.BaseExpression]  # as the classes they name: `Loader[T]` is `Loader`
     methods: Dict[str, "FunctionInfo"] = field(default_factory=dict)
     self_attrs: Dict[str, List[cst.BaseExpression]] = field(default_factory=dict)
     # self.<attr> = value: (value, the method that assigns it, document order)

@@ -743,10 +743,10 @@ def _in_dataset(a, site: CallSite) -> bool:
         if klass.node in seen:
             continue
         seen.add(klass.node)
-        bases = [b.value if isinstance(b, cst.Subscript) else b for b in klass.bases]  # `Loader[T]`: `Loader`
-        if klass.name.endswith("Dataset") or any(a.code(b).rsplit(".", 1)[-1].endswith("Dataset") for b in bases):
+        if klass.name.endswith("Dataset") or any(a.code(b).rsplit(".", 1)[-1].endswith("Dataset")
+                                                 for b in klass.bases):
             return True
-        todo.extend(p for p in (a.local_class(b, klass.outer) for b in bases) if p is not None)
+        todo.extend(p for p in (a.local_class(b, klass.outer) for b in klass.bases) if p is not None)
     return False
 
 

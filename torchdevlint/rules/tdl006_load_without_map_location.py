@@ -55,7 +55,8 @@ class LoadWithoutMapLocation(Rule):
         (`dataset = torch.load(shard)`): preprocessing builds those on the CPU. Nor a
         load of training state that holds no CUDA tensor: an LR scheduler's or a
         GradScaler's state (`scheduler.load_state_dict(torch.load(p))`, a path or a
-        name that says `scheduler` or `scaler`), an optimizer's param groups (its
+        name that says `scheduler` or `scaler`, a method of a class named
+        `...Scheduler`), an optimizer's param groups (its
         hyperparameters: `param_group` in the path or the name, as ColossalAI saves
         them apart from the state): Python numbers; RNG states (`rng` in the path or
         the name: `torch.cuda.get_rng_state()` is a CPU tensor too). Nor
@@ -142,6 +143,10 @@ class LoadWithoutMapLocation(Rule):
         "    scheduler.load_state_dict(torch.load(os.path.join(checkpoint, SCHEDULER_NAME)))\n"
         "    scaler.load_state_dict(torch.load(os.path.join(checkpoint, 'scaler.pt')))\n"
         "    checkpoint_rng_state = torch.load(rng_file)\n    torch.set_rng_state(checkpoint_rng_state['cpu'])\n",
+        # a scheduler class's own loader (SpeechBrain's NewBobScheduler: its counters and rates)
+        "import torch\nclass NewBobScheduler:\n    def save(self, path):\n"
+        "        torch.save({'hyperparam_value': self.hyperparam_value}, path)\n\n    def load(self, path):\n"
+        "        data = torch.load(path)\n        self.hyperparam_value = data['hyperparam_value']\n",
         "import torch\ndef load_optimizer(optimizer, index):\n"
         "    saved_param_groups = torch.load(index.param_group_path)\n"
         "    optimizer.load_param_groups(saved_param_groups)\n",
@@ -781,7 +786,12 @@ def _loads_tensorless_state(a, site: CallSite) -> bool:
     checkpoint, SCHEDULER_NAME))``, ``checkpoint_rng_state = torch.load(rng_file)``,
     ColossalAI's ``saved_param_groups = torch.load(param_group_path)``), or
     handed straight to a scheduler's or a scaler's ``load_state_dict`` (Accelerate's
-    ``scaler.load_state_dict(torch.load(input_scaler_file))``)."""
+    ``scaler.load_state_dict(torch.load(input_scaler_file))``), or read by a method of a
+    scheduler class (named ``...Scheduler``/``...Schedule``: SpeechBrain's
+    ``NewBobScheduler.load``, reading back the counters and rates its ``save`` wrote)."""
+    klass = a.enclosing_class(site.scope)
+    if klass is not None and "Schedul" in klass.name:
+        return True
     path = site.positional(0) or site.keyword("f")
     if path is not None and _STATE_WORDS.search(a.code(path.value)):
         return True

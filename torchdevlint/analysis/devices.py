@@ -333,10 +333,8 @@ class DeviceFacts:
         """Inside a class's own ``cuda()`` method, a lambda or helper nested in it included
         (``super().cuda()``, a container's ``self._convert(func=lambda x: x.cuda())``:
         they place where its caller asked)."""
-        fn = self.a.enclosing_function(site.scope)
-        while fn is not None and fn.klass is None and fn.scope.parent is not None:
-            fn = self.a.enclosing_function(fn.scope.parent)
-        return fn is not None and fn.klass is not None and fn.name == "cuda"
+        method = self.a.enclosing_method(site.scope)
+        return method is not None and method.name == "cuda"
 
     @cached_property
     def _binding_points(self) -> List[Tuple[cst.CSTNode, object, Optional[int]]]:
@@ -536,9 +534,8 @@ class DeviceFacts:
 
     def _self_device(self, klass, name: str, site: CallSite) -> Optional[DeviceChoice]:
         a = self.a
-        owner, _ = a.lookup("self", site.scope)
-        if owner is None or not any(b.kind == "param" for b in owner.bindings.get("self", ())):
-            return None  # no `self` here: a staticmethod (torchattacks' `Attack.load`), a classmethod
+        if not self._has_self(site):
+            return None
         sets = klass.self_attr_sets[name]
 
         def scope_of(method: str) -> Scope:
@@ -572,15 +569,16 @@ class DeviceFacts:
         line = a.first_line(klass.node)
         if line not in moved_to or line in assigned:
             return None
-        method = a.enclosing_function(site.scope)
-        while method is not None and method.klass is None:  # (a function nested in a method)
-            method = a.enclosing_function(method.scope.parent) if method.scope.parent is not None else None
-        if method is None or method.name == "__init__":
-            return None
-        owner, _ = a.lookup("self", site.scope)
-        if owner is None or not any(b.kind == "param" for b in owner.bindings.get("self", ())):
+        method = a.enclosing_method(site.scope)
+        if method is None or method.name == "__init__" or not self._has_self(site):
             return None
         return DeviceChoice(f"self.{name}", False, f"`self.{name}`, which this class already moves to")
+
+    def _has_self(self, site: CallSite) -> bool:
+        """Whether ``self`` at ``site`` is a method's own parameter (not in a staticmethod,
+        as torchattacks' ``Attack.load``, nor a classmethod)."""
+        owner, _ = self.a.lookup("self", site.scope)
+        return owner is not None and any(b.kind == "param" for b in owner.bindings.get("self", ()))
 
     def _self_device_classes(self, name: str) -> Tuple[Set[int], Set[int]]:
         """The lines of the ``class`` headers (the innermost around each use, by

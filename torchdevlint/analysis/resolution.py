@@ -130,11 +130,17 @@ class ResolutionMixin:
             current = current.parent
         return current.function if current is not None else None
 
-    def enclosing_class(self, scope: Scope) -> Optional[ClassInfo]:
+    def enclosing_method(self, scope: Scope) -> Optional[FunctionInfo]:
+        """The method of a class that ``scope`` is in, through the functions and lambdas
+        nested in it (None outside any)."""
         fn = self.enclosing_function(scope)
         while fn is not None and fn.klass is None:
             fn = self.enclosing_function(fn.scope.parent) if fn.scope.parent else None
-        return fn.klass if fn is not None else None
+        return fn
+
+    def enclosing_class(self, scope: Scope) -> Optional[ClassInfo]:
+        method = self.enclosing_method(scope)
+        return method.klass if method is not None else None
 
     def subclasses(self, klass: ClassInfo, qualname: str, _seen=None) -> bool:
         """Whether ``klass`` derives from ``qualname`` (through classes of this file too)."""

@@ -766,12 +766,17 @@ def _loads_data(a, site: CallSite) -> bool:
     path or in the name it binds (OpenNMT's ``vocab = torch.load(opt.data +
     '.vocab.pt')``, pytorch-pretrained-bert's ``corpus_dict``), a dataset in the name
     it binds (OpenNMT's shards: ``dataset = torch.load(path)``)."""
+    path, names = _load_names(a, site)
+    return bool(_DATA_WORDS.search(path)) or any(_DATA_WORDS.search(n) or _DATASET_NAME.search(n) for n in names)
+
+
+def _load_names(a, site: CallSite):
+    """What names a load's contents: the code of its path ("" without one), and the names
+    it binds its result to (``x = ...``, ``self.x = ...``: ``x``)."""
     path = site.positional(0) or site.keyword("f")
-    if path is not None and _DATA_WORDS.search(a.code(path.value)):
-        return True
     names = [t.value if isinstance(t, cst.Name) else t.attr.value for t in _bound_targets(a, site)
              if isinstance(t, (cst.Name, cst.Attribute))]
-    return any(_DATA_WORDS.search(n) or _DATASET_NAME.search(n) for n in names)
+    return (a.code(path.value) if path is not None else ""), names
 
 
 # what names training state that holds no CUDA tensor, in a load's path or the name it binds:
@@ -792,10 +797,8 @@ def _loads_tensorless_state(a, site: CallSite) -> bool:
     klass = a.enclosing_class(site.scope)
     if klass is not None and "Schedul" in klass.name:
         return True
-    path = site.positional(0) or site.keyword("f")
-    if path is not None and _STATE_WORDS.search(a.code(path.value)):
-        return True
-    if any(_STATE_WORDS.search(a.code(t)) for t in _bound_targets(a, site)):
+    path, names = _load_names(a, site)
+    if _STATE_WORDS.search(path) or any(_STATE_WORDS.search(n) for n in names):
         return True
     line = a.statement_line(site.node)
     for stmt in line.body if line is not None else ():

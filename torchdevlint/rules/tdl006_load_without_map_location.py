@@ -803,9 +803,8 @@ def _loads_tensorless_state(a, site: CallSite) -> bool:
     line = a.statement_line(site.node)
     for stmt in line.body if line is not None else ():
         call = stmt.value if isinstance(stmt, (cst.Expr, cst.Assign)) else None
-        if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-                and call.func.attr.value == "load_state_dict" and len(call.args) >= 1
-                and call.args[0].value is site.node and _STATE_WORDS.search(dotted_name(call.func.value))):
+        if (isinstance(call, cst.Call) and _is_load_state_dict(call) and call.args
+                and call.args[0].value is site.node and _STATE_WORDS.search(dotted_name(call.func.value))):  # type: ignore[attr-defined]
             return True
     return False
 

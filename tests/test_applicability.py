@@ -214,6 +214,13 @@ def test_a_default_collated_batch_holds_tensors(loader, loop, safe):
     # an attribute assigned a tensor, and then its own move: the other assignment decides
     ("class D:\n    def __init__(self, h):\n        self.h = torch.tensor(h)\n        self.h = self.h.cuda()\n", True),
     ("class D:\n    def __init__(self, h):\n        self.h = h\n        self.h = self.h.cuda()\n", False),
+    # `None` holds the place until a method assigns the module (ParlAI's lazy image CNN)
+    ("class F:\n    def __init__(self):\n        self.cnn = None\n    def build(self):\n"
+     "        self.cnn = torch.nn.Sequential(torch.nn.Linear(2, 2))\n        self.cnn.cuda()\n", True),
+    ("class F:\n    def __init__(self, cnn):\n        self.cnn = None\n    def build(self, cnn):\n"
+     "        self.cnn = cnn\n        self.cnn.cuda()\n", False),
+    ("class F:\n    def __init__(self):\n        self.cnn = None\n    def build(self):\n"
+     "        self.cnn.cuda()\n", False),
     # rows of a tensor, a literal or comprehension of tensors
     ("for x in torch.randn(3, 2):\n    x = x.cuda()\n", True),
     ("xs = [torch.ones(2) for _ in range(3)]\nys = [x.cuda() for x in xs]\n", True),
@@ -305,3 +312,16 @@ def test_a_legacy_type_given_its_own_device_is_not_said_to_use_the_current_one()
     first, second = [v for v in findings(code) if v.code == "TDL005"]
     assert "whatever its `device=` names" in first.message and "current device" not in first.message
     assert "implicit current device" in second.message  # `device=None` is the current device
+
+
+def test_a_module_moved_beside_a_tested_tensor_is_called_a_module():
+    """TDL002 names what it moves: MMAction2's TPN head makes a `Conv3d` (its attribute
+    `None` until then) and moves it because its other layer is on a GPU."""
+    text = ("import torch\nfrom torch import nn\nclass TPNHead(nn.Module):\n    def __init__(self):\n"
+            "        self.new_cls = None\n    def init_new_cls(self):\n        self.new_cls = nn.Conv3d(4, 2, 1)\n"
+            "        if next(self.fc_cls.parameters()).is_cuda:\n            self.new_cls = self.new_cls.cuda()\n"
+            "def count(model, size):\n    x = torch.rand(size)\n    if next(model.parameters()).is_cuda:\n"
+            "        x = x.cuda()\n    return model(x)\n")
+    module, tensor = findings(text)
+    assert (module.code, tensor.code) == ("TDL002", "TDL002")
+    assert "moves this new module to" in module.message and "moves this new tensor to" in tensor.message

@@ -174,6 +174,9 @@ class ReceiversMixin:
                 and expr.value.value == "self"):
             klass = self.enclosing_class(scope)
             values = self._self_attr_values(klass, expr.attr.value) if klass is not None else None
+            # `self.new_cls = None` in `__init__` holds the place: where a method is called
+            # on the attribute, it holds one of the other values (on None the call fails alike)
+            values = [(v, s) for v, s in values or () if not _is_none(v)]
             if values:
                 key = (f"self.{expr.attr.value}", id(klass.node))  # type: ignore[union-attr]
                 if key in self._typing:

@@ -202,6 +202,15 @@ class CudaCallIgnoresInputDevice(Rule):
             "        edge[:, :, :, 1:] = edge[:, :, :, 1:] | (t[:, :, :, 1:] != t[:, :, :, :-1])\n"
             "        return edge.float()\n",
         ),
+        # a module made beside it, moved because that tensor is on a GPU (MMAction2's TPN head)
+        Example(
+            "import torch\nfrom torch import nn\nclass TPNHead(nn.Module):\n    def init_new_cls(self):\n"
+            "        self.new_cls = nn.Conv3d(4, 2, 1)\n        if next(self.fc_cls.parameters()).is_cuda:\n"
+            "            self.new_cls = self.new_cls.cuda()\n",
+            "import torch\nfrom torch import nn\nclass TPNHead(nn.Module):\n    def init_new_cls(self):\n"
+            "        self.new_cls = nn.Conv3d(4, 2, 1)\n        if next(self.fc_cls.parameters()).is_cuda:\n"
+            "            self.new_cls = self.new_cls.to(next(self.fc_cls.parameters()).device)\n",
+        ),
         # ... or its device's type (SwAV's multi-crop forward in Lightning Bolts)
         Example(
             "import torch\nclass ResNet(torch.nn.Module):\n    def forward(self, inputs):\n"
@@ -218,8 +227,10 @@ class CudaCallIgnoresInputDevice(Rule):
         for site, verdict in ctx.analysis.devices.sites(self.code):
             device = verdict.device
             assert device is not None
+            kind = ctx.analysis.torch_kind(site.node.func.value, site.scope)  # type: ignore[union-attr]
             yield ctx.move_to(
                 site, device.code, f"Use `.to({device.code})` ({device.why}'s device)",
-                f"`.cuda()` moves this new tensor to the current device while {device.why}'s device "
+                f"`.cuda()` moves this new {'module' if kind == 'module' else 'tensor'} to the current "
+                f"device while {device.why}'s device "
                 f"is at hand: on another GPU the next op mixes devices; use `.to({device.code})`",
             )

@@ -32,6 +32,7 @@ from .facts import (  # noqa: F401
     Target,
     compared,
     is_bare_cuda,
+    is_none,
     names_in,
     param_annotation,
 )

@@ -200,6 +200,11 @@ def _is_cuda_string(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.SimpleString) and expr.evaluated_value == "cuda"
 
 
+def is_none(expr: cst.BaseExpression) -> bool:
+    """Whether ``expr`` is the literal ``None``."""
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
 def is_bare_cuda(call: cst.Call) -> bool:
     """``x.cuda()`` with no device: no positional, no ``device=``, or ``None``."""
     func = call.func
@@ -210,7 +215,7 @@ def is_bare_cuda(call: cst.Call) -> bool:
             return False  # *args / **kwargs may carry a device
         name = arg.keyword.value if arg.keyword is not None else None
         if name is None and i == 0 or name == "device":
-            if not (isinstance(arg.value, cst.Name) and arg.value.value == "None"):
+            if not is_none(arg.value):
                 return False
     return True
 

@@ -12,6 +12,7 @@ from ..names import is_module_constructor
 from ..project import outside_program
 from .facts import (  # noqa: F401
     Scope,
+    is_none,
 )
 
 
@@ -78,14 +79,10 @@ def _is_number(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, (cst.Integer, cst.Float))
 
 
-def _is_none(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "None"
-
-
 def _keeps_collation(option: str, value: cst.BaseExpression) -> bool:
     """Whether a DataLoader option leaves `default_collate` at work: any but a
     `collate_fn` (unless None) or a `batch_size` of None (no collation at all)."""
-    return option not in _LOADER_HOOKS or (option == "collate_fn") == _is_none(value)
+    return option not in _LOADER_HOOKS or (option == "collate_fn") == is_none(value)
 
 
 def _plain_options(value: cst.BaseExpression) -> bool:
@@ -176,7 +173,7 @@ class ReceiversMixin:
             values = self._self_attr_values(klass, expr.attr.value) if klass is not None else None
             # `self.new_cls = None` in `__init__` holds the place: where a method is called
             # on the attribute, it holds one of the other values (on None the call fails alike)
-            values = [(v, s) for v, s in values or () if not _is_none(v)]
+            values = [(v, s) for v, s in values or () if not is_none(v)]
             if values:
                 key = (f"self.{expr.attr.value}", id(klass.node))  # type: ignore[union-attr]
                 if key in self._typing:
@@ -254,7 +251,7 @@ class ReceiversMixin:
         PyTorch examples' ``{'num_workers': 1, 'pin_memory': True} if args.cuda else {}``)
         only where every dict it holds is written out and never changed."""
         positional = [a for a in call.args if a.keyword is None and not a.star]
-        if len(positional) > 2 or (len(positional) == 2 and _is_none(positional[1].value)):
+        if len(positional) > 2 or (len(positional) == 2 and is_none(positional[1].value)):
             return False
         for arg in call.args:
             if arg.star == "*":

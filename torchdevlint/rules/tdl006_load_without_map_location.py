@@ -8,7 +8,7 @@ from typing import Iterable, List, Optional
 
 import libcst as cst
 
-from ..analysis import CallSite, names_in, walk
+from ..analysis import CallSite, is_none, names_in, walk
 from ..analysis.facts import dotted_name
 from ..model import Applicability, Fix, Violation
 from .base import Context, Example, Rule, Uninsertable
@@ -59,7 +59,13 @@ class LoadWithoutMapLocation(Rule):
         `...Scheduler`), an optimizer's param groups (its
         hyperparameters: `param_group` in the path or the name, as ColossalAI saves
         them apart from the state): Python numbers; RNG states (`rng` in the path or
-        the name: `torch.cuda.get_rng_state()` is a CPU tensor too). Nor
+        the name: `torch.cuda.get_rng_state()` is a CPU tensor too). Nor a download
+        of torchvision's published weights, which it saves from the CPU and reads with no
+        `map_location` itself: a URL that torchvision names (`model_urls[...]` imported
+        from `torchvision.models...`, a weights enum's `.url`) or one at
+        `https://download.pytorch.org/models/` (a string, or a table of them written out
+        in the file, read by `urls[arch]`, `urls.get(arch)` or a lookup helper given the
+        table and no other address). Nor
         where the same function has just saved what it loads (`torch.save(obj, p)`
         then `torch.load(p)`, a `BytesIO` deep copy, a ScriptModule's `m.save(p)` then
         `torch.jit.load(p)`, a `trainer.save(path=d)` then `torch.load(os.path.join(d,
@@ -130,6 +136,17 @@ class LoadWithoutMapLocation(Rule):
         "import torch\nx = torch.load('a.pt', 'cpu')\n",
         "import torch\nx = torch.jit.load('m.pt', map_location=device)\n",
         "import torch\nsd = torch.hub.load_state_dict_from_url(url, None, 'cpu')\n",
+        # torchvision's published weights, saved from the CPU: named by torchvision (torchdistill's
+        # detectors), or its download address in a table of this file's (MONAI's DenseNet)
+        "from torch.hub import load_state_dict_from_url\n"
+        "from torchvision.models.detection.faster_rcnn import model_urls as fasterrcnn_model_urls\n"
+        "def detector(model):\n    sd = load_state_dict_from_url(fasterrcnn_model_urls['fasterrcnn_resnet50_fpn_coco'])\n"
+        "    model.load_state_dict(sd)\n",
+        "import torch\nfrom torchvision.models import ResNet50_Weights\n"
+        "sd = torch.hub.load_state_dict_from_url(ResNet50_Weights.IMAGENET1K_V1.url)\n",
+        "from torch.hub import load_state_dict_from_url\n"
+        "def densenet(arch):\n    model_urls = {'densenet121': 'https://download.pytorch.org/models/densenet121-a639ec97.pth'}\n"
+        "    model_url = look_up_option(arch, model_urls, None)\n    return load_state_dict_from_url(model_url)\n",
         "import torch\ndef f(path, **kw):\n    return torch.load(path, **kw)\n",
         "import json\nx = json.load(open('a.json'))\n",
         "import pickle\nimport torch\nx = pickle.load(fh)\n",
@@ -395,6 +412,16 @@ class LoadWithoutMapLocation(Rule):
         # ... not where the module serves another accelerator too (its tensors would move: display)
         Example("import torch\nimport torch_xla.core.xla_model as xm\n\n\ndef broadcast(buffer):\n"
                 "    return torch.load(buffer)\n"),
+        # weights published elsewhere, or a table whose lookup may give another address
+        Example("import torch\nURLS = {'s3fd': 'https://www.adrianbulat.com/downloads/python-fan/s3fd-619a316812.pth'}\n"
+                "\n\ndef weights(arch):\n    return torch.hub.load_state_dict_from_url(URLS[arch])\n",
+                "import torch\nURLS = {'s3fd': 'https://www.adrianbulat.com/downloads/python-fan/s3fd-619a316812.pth'}\n"
+                "\n\ndef weights(arch):\n    return torch.hub.load_state_dict_from_url(URLS[arch], " + FALLBACK + ")\n"),
+        Example("import torch\nURLS = {'resnet18': 'https://download.pytorch.org/models/resnet18-f37072fd.pth'}\n"
+                "\n\ndef weights(arch, mirror):\n    return torch.hub.load_state_dict_from_url(URLS.get(arch, mirror))\n",
+                "import torch\nURLS = {'resnet18': 'https://download.pytorch.org/models/resnet18-f37072fd.pth'}\n"
+                "\n\ndef weights(arch, mirror):\n"
+                "    return torch.hub.load_state_dict_from_url(URLS.get(arch, mirror), " + FALLBACK + ")\n"),
         # ... an entry the code goes on with
         Example("import torch\n\n\ndef load(gan, path):\n    data = torch.load(path)\n    print(data['version'])\n"
                 "    gan.load_state_dict(data['GAN'])\n    return data['ema']\n",
@@ -411,6 +438,7 @@ class LoadWithoutMapLocation(Rule):
         a = ctx.analysis
         sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])
                  and not _in_dataset(a, s) and not _loads_data(a, s) and not _loads_tensorless_state(a, s)
+                 and not _downloads_torchvision_weights(a, s)
                  and _saved_before(a, s) is None
                  and _cache_built(a, s) is None and _cache_returned(a, s) is None]
         anchor = min((s.order for s in sites), default=0)
@@ -807,6 +835,69 @@ def _loads_tensorless_state(a, site: CallSite) -> bool:
                 and call.args[0].value is site.node and _STATE_WORDS.search(dotted_name(call.func.value))):  # type: ignore[attr-defined]
             return True
     return False
+
+
+# where torchvision publishes its weights: saved from the CPU (torchvision's own loaders read
+# them with no `map_location`, on every machine)
+_TORCHVISION_WEIGHTS = "https://download.pytorch.org/models/"
+
+
+def _downloads_torchvision_weights(a, site: CallSite) -> bool:
+    """Whether ``load_state_dict_from_url`` downloads torchvision's published weights: a
+    URL that torchvision names (torchdistill's ``fasterrcnn_model_urls[...]`` imported
+    from ``torchvision.models.detection.faster_rcnn``, a weights enum's ``.url``), or one
+    at ``download.pytorch.org/models/`` (MONAI's DenseNet copies torchvision's table and
+    reads it through ``look_up_option(arch, model_urls, None)``)."""
+    if site.qualname != "torch.hub.load_state_dict_from_url":
+        return False
+    url = site.positional(0) or site.keyword("url")
+    return url is not None and _torchvision_url(a, url.value, site.scope, 0)
+
+
+def _torchvision_url(a, expr: cst.BaseExpression, scope, depth: int) -> bool:
+    """Whether every value ``expr`` may have is a URL of torchvision's weights: a string
+    (an f-string by its literal start), a table of them (a dict, an entry of one, a
+    lookup in one: ``urls[arch]``, ``urls.get(arch)``, ``look_up_option(arch, urls)``), a
+    name torchvision's modules export, or a name bound only to such values."""
+    if depth > 4:
+        return False
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+        value = expr.evaluated_value
+        return isinstance(value, str) and value.startswith(_TORCHVISION_WEIGHTS)
+    if isinstance(expr, cst.FormattedString):
+        head = expr.parts[0] if expr.parts else None
+        return isinstance(head, cst.FormattedStringText) and head.value.startswith(_TORCHVISION_WEIGHTS)
+    if isinstance(expr, cst.Dict):
+        return bool(expr.elements) and all(isinstance(e, cst.DictElement) and _torchvision_url(a, e.value, scope, depth + 1)
+                                           for e in expr.elements)
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        q = a.qualname(expr, scope)
+        if q is not None:
+            return q.split(".")[0] == "torchvision"
+        values = a.held_values(expr, scope)
+        return bool(values) and all(_torchvision_url(a, v, s, depth + 1) for v, s in values)
+    if isinstance(expr, cst.Subscript):
+        return _torchvision_url(a, expr.value, scope, depth + 1)
+    if isinstance(expr, cst.Call):  # a lookup in a table: the table handed to it, or the dict whose `get` it is
+        args = [arg.value for arg in expr.args]
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "get":
+            # `urls.get(arch)`, `urls.get(arch, None)`: a default must be None or such a URL too
+            return _held_as(a, expr.func.value, scope, cst.Dict) and all(
+                _torchvision_url(a, t, scope, depth + 1) for t in [expr.func.value] + args[1:] if not is_none(t))
+        tables = [t for t in args if _held_as(a, t, scope, cst.Dict) and _torchvision_url(a, t, scope, depth + 1)]
+        # ... and no other string it may give instead (a default address written out)
+        return bool(tables) and all(t in tables or not _held_as(a, t, scope, cst.BaseString)
+                                    or _torchvision_url(a, t, scope, depth + 1) for t in args)
+    return False
+
+
+def _held_as(a, expr: cst.BaseExpression, scope, kind) -> bool:
+    """Whether ``expr`` is a ``kind`` written out here (a dict, a string), or a name bound
+    only to such."""
+    if isinstance(expr, kind):
+        return True
+    values = a.held_values(expr, scope) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+    return bool(values) and all(isinstance(v, kind) for v, _ in values)
 
 
 # savers -> the position of the file among their positional parameters

@@ -140,7 +140,8 @@ class LoadWithoutMapLocation(Rule):
         # detectors), or its download address in a table of this file's (MONAI's DenseNet)
         "from torch.hub import load_state_dict_from_url\n"
         "from torchvision.models.detection.faster_rcnn import model_urls as fasterrcnn_model_urls\n"
-        "def detector(model):\n    sd = load_state_dict_from_url(fasterrcnn_model_urls['fasterrcnn_resnet50_fpn_coco'])\n"
+        "def detector(model):\n"
+        "    sd = load_state_dict_from_url(fasterrcnn_model_urls['fasterrcnn_resnet50_fpn_coco'])\n"
         "    model.load_state_dict(sd)\n",
         "import torch\nfrom torchvision.models import ResNet50_Weights\n"
         "sd = torch.hub.load_state_dict_from_url(ResNet50_Weights.IMAGENET1K_V1.url)\n",
@@ -413,12 +414,14 @@ class LoadWithoutMapLocation(Rule):
         Example("import torch\nimport torch_xla.core.xla_model as xm\n\n\ndef broadcast(buffer):\n"
                 "    return torch.load(buffer)\n"),
         # weights published elsewhere, or a table whose lookup may give another address
-        Example("import torch\nURLS = {'s3fd': 'https://www.adrianbulat.com/downloads/python-fan/s3fd-619a316812.pth'}\n"
+        Example("import torch\nURLS = {'s3fd': 'https://www.adrianbulat.com/python-fan/s3fd.pth'}\n"
                 "\n\ndef weights(arch):\n    return torch.hub.load_state_dict_from_url(URLS[arch])\n",
-                "import torch\nURLS = {'s3fd': 'https://www.adrianbulat.com/downloads/python-fan/s3fd-619a316812.pth'}\n"
-                "\n\ndef weights(arch):\n    return torch.hub.load_state_dict_from_url(URLS[arch], " + FALLBACK + ")\n"),
+                "import torch\nURLS = {'s3fd': 'https://www.adrianbulat.com/python-fan/s3fd.pth'}\n"
+                "\n\ndef weights(arch):\n"
+                "    return torch.hub.load_state_dict_from_url(URLS[arch], " + FALLBACK + ")\n"),
         Example("import torch\nURLS = {'resnet18': 'https://download.pytorch.org/models/resnet18-f37072fd.pth'}\n"
-                "\n\ndef weights(arch, mirror):\n    return torch.hub.load_state_dict_from_url(URLS.get(arch, mirror))\n",
+                "\n\ndef weights(arch, mirror):\n"
+                "    return torch.hub.load_state_dict_from_url(URLS.get(arch, mirror))\n",
                 "import torch\nURLS = {'resnet18': 'https://download.pytorch.org/models/resnet18-f37072fd.pth'}\n"
                 "\n\ndef weights(arch, mirror):\n"
                 "    return torch.hub.load_state_dict_from_url(URLS.get(arch, mirror), " + FALLBACK + ")\n"),
@@ -868,8 +871,8 @@ def _torchvision_url(a, expr: cst.BaseExpression, scope, depth: int) -> bool:
         head = expr.parts[0] if expr.parts else None
         return isinstance(head, cst.FormattedStringText) and head.value.startswith(_TORCHVISION_WEIGHTS)
     if isinstance(expr, cst.Dict):
-        return bool(expr.elements) and all(isinstance(e, cst.DictElement) and _torchvision_url(a, e.value, scope, depth + 1)
-                                           for e in expr.elements)
+        return bool(expr.elements) and all(
+            isinstance(e, cst.DictElement) and _torchvision_url(a, e.value, scope, depth + 1) for e in expr.elements)
     if isinstance(expr, (cst.Name, cst.Attribute)):
         q = a.qualname(expr, scope)
         if q is not None:

@@ -1055,23 +1055,26 @@ class DeviceFacts:
         """The ``.cuda()`` calls written as the module of a ``...DistributedDataParallel``
         wrapper (torch's, MMCV's ``MMDistributedDataParallel``) whose ``device_ids`` is
         ``[torch.cuda.current_device()]``: OpenMMLab 1.x's ``MMDistributedDataParallel(
-        model.cuda(), device_ids=[torch.cuda.current_device()])``. The move and the wrapper
-        name the same device, the current one, on purpose; whether each rank bound its
-        own is the binding's question (TDL106, TDL003), not this line's."""
+        model.cuda(), device_ids=[torch.cuda.current_device()])``, or one arm of a
+        conditional there (MMSelfSup's ``model if next(model.parameters()).is_cuda else
+        model.cuda()``). The move and the wrapper name the same device, the current one, on
+        purpose; whether each rank bound its own is the binding's question (TDL106,
+        TDL003), not this line's."""
         a = self.a
         found: Set[cst.CSTNode] = set()
         for wrap in a.calls:
             name = wrap.qualname or dotted_name(wrap.node.func)
             module, ids = wrap.positional(0) or wrap.keyword("module"), wrap.keyword("device_ids")
             if (not name.rsplit(".", 1)[-1].endswith("DistributedDataParallel") or module is None or ids is None
-                    or not isinstance(module.value, cst.Call) or not is_bare_cuda(module.value)
-                    or not isinstance(ids.value, cst.List)
-                    or len(ids.value.elements) != 1):
+                    or not isinstance(ids.value, cst.List) or len(ids.value.elements) != 1):
                 continue
+            arms = ([module.value.body, module.value.orelse] if isinstance(module.value, cst.IfExp)
+                    else [module.value])
+            moves = [arm for arm in arms if isinstance(arm, cst.Call) and is_bare_cuda(arm)]
             only = ids.value.elements[0].value
-            if isinstance(only, cst.Call) and not only.args and \
+            if moves and isinstance(only, cst.Call) and not only.args and \
                     a.qualname(only.func, wrap.scope) == "torch.cuda.current_device":
-                found.add(module.value)
+                found.update(moves)
         return found
 
     def _sent_apart(self, site: CallSite, tensor: str) -> bool:

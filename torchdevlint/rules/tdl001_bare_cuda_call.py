@@ -33,7 +33,8 @@ class BareCudaCall(Rule):
         DDP setup or a spawned worker, a launcher that binds each process's device,
         a per-process `CUDA_VISIBLE_DEVICES`). Quiet too as the module handed to a
         `DistributedDataParallel` wrapper told `device_ids=[torch.cuda.current_device()]`
-        (OpenMMLab 1.x's `MMDistributedDataParallel(model.cuda(), device_ids=[...])`):
+        (OpenMMLab 1.x's `MMDistributedDataParallel(model.cuda(), device_ids=[...])`, or
+        an arm of a conditional there: `model if next(model.parameters()).is_cuda else model.cuda()`):
         the move and the wrapper mean the current device on purpose, and whether each
         rank bound its own is the binding's question, not this line's.
     """
@@ -143,6 +144,9 @@ class BareCudaCall(Rule):
         "import torch\nfrom mmcv.parallel import MMDistributedDataParallel\n\n\ndef wrap(model):\n"
         "    return MMDistributedDataParallel(\n        model.cuda(), device_ids=[torch.cuda.current_device()],\n"
         "        broadcast_buffers=False)\n",
+        "import torch\nfrom mmcv.parallel import MMDistributedDataParallel\n\n\ndef wrap(model):\n"
+        "    return MMDistributedDataParallel(\n        model if next(model.parameters()).is_cuda else model.cuda(),\n"
+        "        device_ids=[torch.cuda.current_device()])\n",
     )
     INVALID = (
         # a DDP wrapper told another device than the current one

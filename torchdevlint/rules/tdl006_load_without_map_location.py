@@ -67,7 +67,8 @@ class LoadWithoutMapLocation(Rule):
         in the file, read by `urls[arch]`, `urls.get(arch)` or a lookup helper given the
         table and no other address). Nor
         where the same function has just saved what it loads (`torch.save(obj, p)`
-        then `torch.load(p)`, a `BytesIO` deep copy, a ScriptModule's `m.save(p)` then
+        then `torch.load(p)`, a `BytesIO` deep copy (or a copy of its bytes,
+        `io.BytesIO(buf.getvalue())`), a ScriptModule's `m.save(p)` then
         `torch.jit.load(p)`, a `trainer.save(path=d)` then `torch.load(os.path.join(d,
         ...))`): the process
         reads its own tensors back onto devices it has. Nor a load-or-build cache (`if
@@ -181,6 +182,9 @@ class LoadWithoutMapLocation(Rule):
         # copy through a buffer, a test's round trip, a trainer's `save` of a directory)
         "import io\nimport torch\ndef clone(module):\n    buf = io.BytesIO()\n    torch.save(module, buf)\n"
         "    buf.seek(0)\n    return torch.load(buf)\n",
+        # ... read back from a copy of the buffer's bytes (pytorch-pfn-extras' reporter test)
+        "import io\nimport torch\ndef round_trip(summary):\n    f = io.BytesIO()\n    torch.save(summary, f)\n"
+        "    return torch.load(io.BytesIO(f.getvalue()))\n",
         "import torch\ndef test_round_trip(tmp_path, model):\n    torch.save(model.state_dict(), tmp_path / 'm.pt')\n"
         "    model.load_state_dict(torch.load(tmp_path / 'm.pt'))\n",
         "import torch\ndef test_round_trip(model):\n    torch.save(model.state_dict(), 'm.pt')\n"
@@ -909,13 +913,23 @@ _SAVERS = {"torch.save": 1, "torch.serialization.save": 1, "torch.jit.save": 1}
 
 def _same_path(a, site: CallSite):
     """A test of whether an expression writes the load's own path (the same code, but for
-    whitespace, parentheses and quotes: `'m.pt'` is `"m.pt"`), or None where the load
-    names no path."""
+    whitespace, parentheses and quotes: `'m.pt'` is `"m.pt"`; a copy of a buffer's bytes,
+    `io.BytesIO(buf.getvalue())`, is `buf`), or None where the load names no path."""
     path = site.positional(0) or site.keyword("f")
     if path is None:
         return None
-    wanted = _path_key(a.code(path.value))
+    wanted = _path_key(a.code(_buffer_copied(path.value)))
     return lambda expr: _path_key(a.code(expr)) == wanted
+
+
+def _buffer_copied(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The buffer whose bytes ``io.BytesIO(buf.getvalue())`` (or ``.getbuffer()``) copies,
+    else ``expr`` itself."""
+    if (isinstance(expr, cst.Call) and dotted_name(expr.func).rsplit(".", 1)[-1] == "BytesIO"
+            and len(expr.args) == 1 and isinstance(inner := expr.args[0].value, cst.Call) and not inner.args
+            and isinstance(inner.func, cst.Attribute) and inner.func.attr.value in ("getvalue", "getbuffer")):
+        return inner.func.value
+    return expr
 
 
 def _path_key(code: str) -> str:

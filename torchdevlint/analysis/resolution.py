@@ -20,6 +20,11 @@ from .collector import ident
 
 class ResolutionMixin:
     # ------------------------------------------------------------- name resolution
+    @cached_property
+    def test_code(self) -> bool:
+        """Whether the module imports a test framework (pytest, unittest): test code."""
+        return any(dotted.split(".")[0] in ("pytest", "unittest") for dotted in self.module_scope.imports.values())
+
     def lookup(self, name: str, scope: Scope) -> Tuple[Optional[Scope], Optional[str]]:
         """The scope that binds ``name`` as seen from ``scope``, and its import, if any.
         Class scopes are seen only from their own body (not from its functions and

@@ -79,6 +79,13 @@ class LoadWithoutMapLocation(Rule):
         `torch.save(x, p)`, `return x`; or the build, the save and `return x` in the
         `if`, and `return torch.load(p)` after it). Neither exception holds in code that
         runs once per rank, where rank 0 saves and every rank loads onto rank 0's GPU.
+        Nor, in a test (a `test...` function, or a module that imports pytest or
+        unittest), a path built from a fresh temporary directory (pytest's `tmpdir` or
+        `tmp_path`, `tempfile.mkdtemp()`, `TemporaryDirectory()`, `NamedTemporaryFile()`)
+        or from what the test made with one (`trainer = Trainer(default_root_dir=tmpdir)`,
+        then `torch.load(trainer.checkpoint_callback.best_model_path)`): the run under
+        test wrote that file on this machine. Outside tests a fresh directory may hold a
+        download.
     """
     why = """
         Without `map_location`, every tensor goes back to the device it was saved from:
@@ -182,6 +189,14 @@ class LoadWithoutMapLocation(Rule):
         # copy through a buffer, a test's round trip, a trainer's `save` of a directory)
         "import io\nimport torch\ndef clone(module):\n    buf = io.BytesIO()\n    torch.save(module, buf)\n"
         "    buf.seek(0)\n    return torch.load(buf)\n",
+        # a test reads back what the run under test wrote to its temporary directory (Lightning's
+        # tests: through the trainer made with it; stanza's: a NamedTemporaryFile)
+        "import torch\nfrom pytorch_lightning import Trainer\ndef test_restore(tmpdir, model):\n"
+        "    trainer = Trainer(default_root_dir=tmpdir, max_epochs=1)\n    trainer.fit(model)\n"
+        "    ckpt = torch.load(trainer.checkpoint_callback.best_model_path)\n    assert ckpt['epoch'] == 0\n",
+        "import tempfile\nimport torch\ndef test_resave(pretrain):\n"
+        "    with tempfile.NamedTemporaryFile(suffix='.pt') as out:\n        pretrain.save(out.name)\n"
+        "        assert torch.load(out.name)['vocab']\n",
         # ... read back from a copy of the buffer's bytes (pytorch-pfn-extras' reporter test)
         "import io\nimport torch\ndef round_trip(summary):\n    f = io.BytesIO()\n    torch.save(summary, f)\n"
         "    return torch.load(io.BytesIO(f.getvalue()))\n",
@@ -417,6 +432,16 @@ class LoadWithoutMapLocation(Rule):
         # ... not where the module serves another accelerator too (its tensors would move: display)
         Example("import torch\nimport torch_xla.core.xla_model as xm\n\n\ndef broadcast(buffer):\n"
                 "    return torch.load(buffer)\n"),
+        # a test that loads a file it did not write to a fresh directory (a shipped fixture), or
+        # library code that fetches into one (a download)
+        Example("import torch\n\n\ndef test_old_model(tmpdir):\n    sd = torch.load('tests/data/old_model.pt')\n"
+                "    assert sd\n",
+                "import torch\n\n\ndef test_old_model(tmpdir):\n"
+                "    sd = torch.load('tests/data/old_model.pt', " + FALLBACK + ")\n    assert sd\n"),
+        Example("import os\nimport tempfile\nimport torch\n\n\ndef fetch(url):\n    tmp = tempfile.mkdtemp()\n"
+                "    download(url, tmp)\n    return torch.load(os.path.join(tmp, 'model.pt'))\n",
+                "import os\nimport tempfile\nimport torch\n\n\ndef fetch(url):\n    tmp = tempfile.mkdtemp()\n"
+                "    download(url, tmp)\n    return torch.load(os.path.join(tmp, 'model.pt'), " + FALLBACK + ")\n"),
         # weights published elsewhere, or a table whose lookup may give another address
         Example("import torch\nURLS = {'s3fd': 'https://www.adrianbulat.com/python-fan/s3fd.pth'}\n"
                 "\n\ndef weights(arch):\n    return torch.hub.load_state_dict_from_url(URLS[arch])\n",
@@ -445,7 +470,7 @@ class LoadWithoutMapLocation(Rule):
         a = ctx.analysis
         sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])
                  and not _in_dataset(a, s) and not _loads_data(a, s) and not _loads_tensorless_state(a, s)
-                 and not _downloads_torchvision_weights(a, s)
+                 and not _downloads_torchvision_weights(a, s) and not _reads_test_tmp(a, s)
                  and _saved_before(a, s) is None
                  and _cache_built(a, s) is None and _cache_returned(a, s) is None]
         anchor = min((s.order for s in sites), default=0)
@@ -905,6 +930,58 @@ def _held_as(a, expr: cst.BaseExpression, scope, kind) -> bool:
         return True
     values = a.held_values(expr, scope) if isinstance(expr, (cst.Name, cst.Attribute)) else None
     return bool(values) and all(isinstance(v, kind) for v, _ in values)
+
+
+# pytest's fresh temporary directories, handed to a test that names them
+_TMP_FIXTURES = frozenset({"tmpdir", "tmp_path", "tmpdir_factory", "tmp_path_factory"})
+# ... and the standard library's fresh ones (not `gettempdir()`: that one is shared)
+_TEMPFILES = frozenset({"tempfile.mkdtemp", "tempfile.TemporaryDirectory", "tempfile.NamedTemporaryFile",
+                        "tempfile.mkstemp"})
+
+
+def _reads_test_tmp(a, site: CallSite) -> bool:
+    """Whether a test (a function named ``test...``, code nested in one, or any function
+    of a module that imports pytest or unittest) loads from a fresh temporary directory: pytest's ``tmpdir``/``tmp_path``, or one the test made with
+    ``tempfile`` (``mkdtemp()``, ``TemporaryDirectory()``, ``NamedTemporaryFile()``). The
+    path is built from it, or from what the test made with it (Lightning's tests:
+    ``trainer = Trainer(default_root_dir=tmpdir)``, then
+    ``torch.load(trainer.checkpoint_callback.best_model_path)``): the file is one the run
+    under test wrote there, on this machine, whose devices it has."""
+    fn = a.enclosing_function(site.scope)
+    while fn is not None and not fn.name.startswith("test") and not a.test_code:
+        fn = a.enclosing_function(fn.scope.parent) if fn.scope.parent else None
+    path = site.positional(0) or site.keyword("f")
+    return fn is not None and path is not None and _from_tmp(a, path.value, site.scope, set(), 0)
+
+
+def _from_tmp(a, expr: cst.BaseExpression, scope, seen: set, depth: int) -> bool:
+    """Whether ``expr`` is built from a fresh temporary directory (see ``_reads_test_tmp``):
+    a ``tempfile`` call in it, or a name in it that is a pytest fixture's parameter or
+    is bound to what is built from one (through the functions it is nested in)."""
+    if depth > 8:
+        return False
+    found: List[bool] = []
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            found.append(a.qualname(node.func, scope) in _TEMPFILES)
+
+    walk(expr, Calls())
+    if any(found):
+        return True
+    for name in names_in(expr):
+        if name in seen:
+            continue
+        seen.add(name)
+        owner, imported = a.lookup(name, scope)
+        if owner is None or imported is not None:
+            continue
+        for b in owner.bindings.get(name, ()):
+            if (b.kind == "param" and name in _TMP_FIXTURES) or (
+                    b.kind in ("assign", "walrus", "with") and b.value is not None
+                    and _from_tmp(a, b.value, owner, seen, depth + 1)):
+                return True
+    return False
 
 
 # savers -> the position of the file among their positional parameters

@@ -917,7 +917,7 @@ def _cuda_stop(ctx: Context, site: CallSite) -> Union[cst.Assert, cst.If, None]:
         stop: Union[cst.Assert, cst.If, None] = line.body[0]
     else:
         stop = _held_stop(ctx, site)[0] or _stop_ifs(ctx).get(site.node)
-    if isinstance(stop, cst.Assert) and _test_code(ctx.analysis):
+    if isinstance(stop, cst.Assert) and ctx.analysis.test_code:
         return None
     if stop is None or chosen_conditionally(ctx, site, site.node) or meant_for_gpus(ctx.analysis, site.scope) or any(
             part in ("try", "handler") for _, part in site.cond):
@@ -1011,11 +1011,6 @@ def _stopping_else(ctx: Context, site: CallSite) -> Optional[cst.If]:
                                  for s in a.calls):
             return None
     return branch
-
-
-def _test_code(a) -> bool:
-    """Whether the module imports a test framework (pytest, unittest)."""
-    return any(dotted.split(".")[0] in ("pytest", "unittest") for dotted in a.module_scope.imports.values())
 
 
 def _held_stop(ctx: Context, site: CallSite) -> Tuple[Union[cst.Assert, cst.If, None], Optional[cst.BaseStatement]]:

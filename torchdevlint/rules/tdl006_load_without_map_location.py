@@ -941,8 +941,9 @@ _TEMPFILES = frozenset({"tempfile.mkdtemp", "tempfile.TemporaryDirectory", "temp
 
 def _reads_test_tmp(a, site: CallSite) -> bool:
     """Whether a test (a function named ``test...``, code nested in one, or any function
-    of a module that imports pytest or unittest) loads from a fresh temporary directory: pytest's ``tmpdir``/``tmp_path``, or one the test made with
-    ``tempfile`` (``mkdtemp()``, ``TemporaryDirectory()``, ``NamedTemporaryFile()``). The
+    of a module that imports pytest or unittest) loads from a fresh temporary directory:
+    pytest's ``tmpdir``/``tmp_path``, or one the test made with ``tempfile``
+    (``mkdtemp()``, ``TemporaryDirectory()``, ``NamedTemporaryFile()``). The
     path is built from it, or from what the test made with it (Lightning's tests:
     ``trainer = Trainer(default_root_dir=tmpdir)``, then
     ``torch.load(trainer.checkpoint_callback.best_model_path)``): the file is one the run

@@ -10,7 +10,7 @@ from typing import Iterable, List, Optional, Tuple
 import libcst as cst
 
 from .. import names as N
-from ..analysis import Binding, CallSite, compared, takes_gpu_ordinal
+from ..analysis import Binding, CallSite, compared, is_none, takes_gpu_ordinal
 from ..model import Applicability, Edit, Fix, Violation
 from .base import FALLBACK_COMMENT, Context, Example, Rule, Uninsertable
 from .portability import (Held, LibraryLevel, asks_for_cuda, beside_unconditional, evaluated, guard_statement,
@@ -44,7 +44,9 @@ class HardcodedGpuDevice(Rule):
         tutorial writes), a bare
         `.cuda()` where a binding named the GPU (in a `with torch.cuda.device(k):` block, after a rank's
         `torch.cuda.set_device(rank)`: TDL001 is quiet there), `DistributedDataParallel`'s
-        `device_ids=[rank]` and `output_device=` (they raise for a module on the CPU), a
+        `device_ids=[rank]` and `output_device=` (they raise for a module on the CPU; not
+        a list the code makes None on its CPU path: a name it tests or binds to None, a
+        method of the file's that returns None, as Lightning's `determine_ddp_device_ids()`), a
         process group's `device_id=torch.device("cuda", rank)` (so does the CPU there:
         none without CUDA), `.to("cuda")`, a
         `device="cuda:0"` argument (`torch.zeros(2, device="cuda")`), a load's
@@ -179,6 +181,12 @@ class HardcodedGpuDevice(Rule):
         "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nx = torch.zeros(1).cuda()\n"
         "def wrap(model, device):\n    device_ids = None if 'cpu' in device.type else [device]\n"
         "    return DDP(model.to(device), device_ids=device_ids)\n",
+        # ... or a method of the file's that gives None on the CPU (Lightning 1.3's DDP plugin)
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nx = torch.zeros(1).cuda()\n"
+        "class DDPPlugin:\n    def configure_ddp(self):\n"
+        "        self.model = DDP(self.model, device_ids=self.determine_ddp_device_ids())\n\n"
+        "    def determine_ddp_device_ids(self):\n        if self.root_device.type == 'cpu':\n            return None\n"
+        "        return [self.root_device.index]\n",
         'import torch\ndef f():\n    if torch.cuda.is_available():\n        return torch.device("cuda:0")\n'
         '    return torch.device("cpu")\n',
         'import torch\ndevice = torch.device("cpu")\n',
@@ -848,7 +856,7 @@ def _gpu_choices(a) -> List[Tuple[CallSite, cst.CSTNode, _Rewrite]]:
                 arg = site.positional(index) or site.keyword(keyword)
                 if arg is not None and not isinstance(arg.value, cst.IfExp) and not (
                         isinstance(arg.value, cst.Name) and arg.value.value == "None") \
-                        and not _tested_for_none(a, site, arg.value):
+                        and not _tested_for_none(a, site, arg.value) and not _may_return_none(a, site, arg.value):
                     found.append((site, arg.value, _Rewrite("ids", keyword)))
         elif site.method == "add_argument":  # parser.add_argument("--device", default="cuda")
             default = site.keyword("default")
@@ -1179,6 +1187,14 @@ def _tested_for_none(a, site: CallSite, value: cst.BaseExpression) -> bool:
     name = re.escape(value.value)
     return re.search(rf"(?<![\w.]){name}\s+is\s+(?:not\s+)?None\b|^\s*{name}\s*=\s*(?:None\s+if\b|.*\belse\s+None\s*$)",
                      body, re.M) is not None
+
+
+def _may_return_none(a, site: CallSite, value: cst.BaseExpression) -> bool:
+    """``device_ids=self.determine_ddp_device_ids()`` where that function of this file
+    returns None on some path (Lightning's DDP plugin: ``if self.root_device.type ==
+    "cpu": return None``): the code has its CPU path."""
+    fn = a.local_function(value.func, site.scope) if isinstance(value, cst.Call) else None
+    return fn is not None and any(r is None or is_none(r) for r in fn.returns)
 
 
 _GPU_OPTION = re.compile(r"(?:gpus?|gpu_?ids?|cuda_device|devices?|device_ids?)")

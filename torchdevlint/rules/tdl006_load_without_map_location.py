@@ -194,6 +194,8 @@ class LoadWithoutMapLocation(Rule):
         "import torch\nfrom pytorch_lightning import Trainer\ndef test_restore(tmpdir, model):\n"
         "    trainer = Trainer(default_root_dir=tmpdir, max_epochs=1)\n    trainer.fit(model)\n"
         "    ckpt = torch.load(trainer.checkpoint_callback.best_model_path)\n    assert ckpt['epoch'] == 0\n",
+        "import torch\ndef test_top_k(tmpdir, trainer):\n    trainer.fit()\n"
+        "    ckpts = [torch.load(str(ckpt)) for ckpt in tmpdir.listdir()]\n    assert len(ckpts) == 2\n",
         "import tempfile\nimport torch\ndef test_resave(pretrain):\n"
         "    with tempfile.NamedTemporaryFile(suffix='.pt') as out:\n        pretrain.save(out.name)\n"
         "        assert torch.load(out.name)['vocab']\n",
@@ -978,9 +980,11 @@ def _from_tmp(a, expr: cst.BaseExpression, scope, seen: set, depth: int) -> bool
         if owner is None or imported is not None:
             continue
         for b in owner.bindings.get(name, ()):
+            # (a loop's or comprehension's target: the items of what it iterates, `tmpdir.listdir()`)
+            value = b.source[0] if b.kind == "for" and b.source is not None else b.value
             if (b.kind == "param" and name in _TMP_FIXTURES) or (
-                    b.kind in ("assign", "walrus", "with") and b.value is not None
-                    and _from_tmp(a, b.value, owner, seen, depth + 1)):
+                    b.kind in ("assign", "walrus", "with", "for") and value is not None
+                    and _from_tmp(a, value, owner, seen, depth + 1)):
                 return True
     return False
 

@@ -1046,8 +1046,8 @@ class DeviceFacts:
         if self._elsewhere(site, chosen):
             return Verdict("TDL004", chosen.why, chosen)  # type: ignore[union-attr]
         if site.node in self._handed_to_current_device_ddp:
-            return Verdict(None, "the DDP wrapper it is handed to runs on the current device "
-                                 "(`device_ids=[torch.cuda.current_device()]`): the code means that device")
+            return Verdict(None, "the DDP wrapper it is handed to names it too: "
+                                 "`device_ids=[torch.cuda.current_device()]`")
         return Verdict("TDL001", "implicit current device", chosen)
 
     @cached_property

@@ -708,9 +708,10 @@ class HardcodedGpuDevice(Rule):
                 shown = f"{site.name}={shown}"
                 what = "is a default that a call here relies on, and names a GPU with no CPU fallback:"
             elif rewrite.kind == "bound":  # a bare `.cuda()` a binding made right
-                why = re.sub(r"^a binding (on line \d+) runs first$", r"the one \1",
-                             devices.verdicts[node].why)  # type: ignore[index]
-                what = f"places on the GPU that a binding chose ({why}), with no CPU fallback:"
+                why = devices.verdicts[node].why  # type: ignore[index]
+                line = re.fullmatch(r"a binding on line (\d+) runs first", why)
+                what = (f"places on the GPU bound on line {line.group(1)}, with no CPU fallback:" if line
+                        else f"places on the current GPU ({why}), with no CPU fallback:")
             else:
                 what = "names a GPU with no CPU fallback:"
             yield ctx.violation(

@@ -228,6 +228,13 @@ class ResolutionMixin:
             current = current.parent
         return None
 
+    def torch_named_in(self, node: cst.CSTNode, scope: Scope) -> Optional[str]:
+        """The name ``node``'s own code uses for torch (``torch.cuda.FloatTensor``:
+        ``torch``), however the module imports it (in a ``try``, ParlAI's ``import
+        torch.nn`` beside ``except ImportError``): a rewrite of that code may use it too,
+        for it runs only where the code did."""
+        return next((name for name in names_in(node) if self.lookup(name, scope)[1] == "torch"), None)
+
     def inside(self, scope: Scope, node: cst.CSTNode) -> bool:
         current: Optional[Scope] = scope
         while current is not None:

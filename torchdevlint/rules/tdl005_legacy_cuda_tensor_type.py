@@ -171,6 +171,13 @@ class LegacyCudaTensorType(Rule):
                 "import torch\ndef noise(batch):\n" + DEVICE
                 + "    return torch.empty(batch, 100, dtype=torch.float32, "
                 'device=device).normal_()\n'),
+        # torch imported in a `try` (ParlAI's distributed helpers): the code's own name for it
+        Example("import pickle\ntry:\n    import torch.nn\nexcept ImportError:\n    pass\n\n\n"
+                "def all_gather_list(data):\n    enc = list(pickle.dumps(data))\n"
+                "    return torch.cuda.ByteTensor(len(enc)).zero_()\n",
+                "import pickle\ntry:\n    import torch.nn\nexcept ImportError:\n    pass\n\n\n"
+                "def all_gather_list(data):\n    enc = list(pickle.dumps(data))\n"
+                "    return torch.empty(len(enc), dtype=torch.uint8, device=\"cuda\").zero_()\n"),
         # Tacotron 2's length mask (copied into NeMo and fairseq): a number from `.item()` is a
         # size, read from the input, whose device the mask takes
         Example("import torch\ndef get_mask_from_lengths(lengths):\n    max_len = torch.max(lengths).item()\n"
@@ -547,7 +554,7 @@ class LegacyCudaTensorType(Rule):
 
     def _fix(self, ctx: Context, site: CallSite, kind: str, dtype: str, anchor: int) -> Fix:
         a = ctx.analysis
-        torch = a.torch_name_at(site.scope, site.order)
+        torch = a.torch_name_at(site.scope, site.order) or a.torch_named_in(site.node, site.scope)
         if torch is None:
             return Fix(Applicability.DISPLAY, f"Use `dtype=torch.{dtype}` and an explicit `device=`")
         named = _named_device(site) if kind == "call" else None
@@ -633,7 +640,7 @@ class LegacyCudaTensorType(Rule):
         follow a default device: this module's become factories that do (display-only
         where one's argument may be a size or data)."""
         a = ctx.analysis
-        torch = a.torch_name_at(site.scope, site.order)
+        torch = a.torch_name_at(site.scope, site.order) or a.torch_named_in(site.node, site.scope)
         hint = f"Use `torch.set_default_dtype(torch.{dtype})` and `torch.set_default_device(device)`"
         line = site.line
         if torch is None or site.expr_stmt is None or line is None or len(line.body) != 1:

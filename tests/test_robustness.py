@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 
 import pytest
 
@@ -259,8 +260,8 @@ LEGACY_ASYNC = (
 def test_torch_0_3_async_keyword_is_a_fixable_syntax_error():
     found = engine.check_source(LEGACY_ASYNC)
     assert [(v.code, v.start) for v in found] == [("TDL900", (6, 29))]
-    assert found[0].message == ("invalid syntax: invalid syntax: `async=` is torch 0.3's `non_blocking=`, "
-                                "and a keyword since Python 3.7")
+    assert found[0].message == (f"invalid syntax (Python {sys.version_info[0]}.{sys.version_info[1]}): "
+                                "`async=` is torch 0.3's `non_blocking=`, and a keyword since Python 3.7")
     assert found[0].fix.applicability is Applicability.SAFE
     outcome = engine.fix_source(LEGACY_ASYNC)  # safe fixes: the spelling (the `.cuda()` needs a device)
     assert outcome.text == LEGACY_ASYNC.replace("async=", "non_blocking=")

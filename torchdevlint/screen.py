@@ -10,6 +10,7 @@ clean file pays for Python, this module and ``ast`` only). The engine parses thr
 from __future__ import annotations
 
 import ast
+import sys
 from typing import FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 from .catalogue import TOOL_CODES, gated, may_match, tool_finding
@@ -29,7 +30,9 @@ def python_parse(text: str) -> Tuple[Optional[ast.Module], Optional[Violation]]:
             line, col = text[: text.find("\0")].count("\n") + 1, 0
         if isinstance(exc, IndentationError) or "indent" in message:
             message = f"{type(exc).__name__}: {message}"
-        found = tool_finding("TDL900", f"invalid syntax: {message}", line, col)
+        # which grammar said so: newer syntax (`type X = ...`, PEP 695) fails on an older Python
+        said = f"invalid syntax (Python {sys.version_info[0]}.{sys.version_info[1]})"
+        found = tool_finding("TDL900", said if message == "invalid syntax" else f"{said}: {message}", line, col)
         return None, _async_keywords(text, found) or found
     except (RecursionError, MemoryError):
         return None, tool_finding("TDL900", "the file is nested too deeply for Python's parser")

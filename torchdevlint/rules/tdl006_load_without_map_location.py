@@ -52,7 +52,9 @@ class LoadWithoutMapLocation(Rule):
         tensors, saved from the CPU. Nor a load named as data: a vocabulary or a corpus
         in its path or the name it binds (`vocab = torch.load(opt.data + '.vocab.pt')`,
         `corpus_dict = torch.load(corpus_file)`), a dataset in the name it binds
-        (`dataset = torch.load(shard)`): preprocessing builds those on the CPU. Nor a
+        (`dataset = torch.load(shard)`) or in the file its path names (`cache_dir /
+        "train_dataset"`, `dev_dataset_path`; not a folder: `dataset_dir`):
+        preprocessing builds those on the CPU. Nor a
         load of training state that holds no CUDA tensor: an LR scheduler's or a
         GradScaler's state (`scheduler.load_state_dict(torch.load(p))`, a path or a
         name that says `scheduler` or `scaler`, a method of a class named
@@ -242,6 +244,11 @@ class LoadWithoutMapLocation(Rule):
         "    return existing_fields\n",
         "import torch\ndef shards(paths):\n    for path in paths:\n        dataset = torch.load(path)\n"
         "        yield from dataset.examples\n",
+        # ... or in the file the path names (FARM's cached splits)
+        "import torch\nclass DataSilo:\n    def _load_dataset_from_cache(self, cache_dir):\n"
+        "        self.data['train'] = torch.load(cache_dir / 'train_dataset')\n"
+        "        dev_dataset_path = cache_dir / 'dev_dataset'\n"
+        "        if dev_dataset_path.exists():\n            self.data['dev'] = torch.load(dev_dataset_path)\n",
     )
     INVALID = (
         # an optimizer's state holds tensors (Adam's moments), where they were saved: not a scheduler's
@@ -434,6 +441,11 @@ class LoadWithoutMapLocation(Rule):
         # ... not where the module serves another accelerator too (its tensors would move: display)
         Example("import torch\nimport torch_xla.core.xla_model as xm\n\n\ndef broadcast(buffer):\n"
                 "    return torch.load(buffer)\n"),
+        # a checkpoint in a dataset's folder: the folder is no file
+        Example("import os\nimport torch\n\n\ndef load(model, dataset_dir):\n"
+                "    model.load_state_dict(torch.load(os.path.join(dataset_dir, 'model.pt')))\n",
+                "import os\nimport torch\n\n\ndef load(model, dataset_dir):\n"
+                "    model.load_state_dict(torch.load(os.path.join(dataset_dir, 'model.pt'), map_location=\"cpu\"))\n"),
         # a test that loads a file it did not write to a fresh directory (a shipped fixture), or
         # library code that fetches into one (a download)
         Example("import torch\n\n\ndef test_old_model(tmpdir):\n    sd = torch.load('tests/data/old_model.pt')\n"
@@ -827,9 +839,42 @@ def _loads_data(a, site: CallSite) -> bool:
     """Whether what the load reads is named as data: a vocabulary or a corpus in its
     path or in the name it binds (OpenNMT's ``vocab = torch.load(opt.data +
     '.vocab.pt')``, pytorch-pretrained-bert's ``corpus_dict``), a dataset in the name
-    it binds (OpenNMT's shards: ``dataset = torch.load(path)``)."""
+    it binds (OpenNMT's shards: ``dataset = torch.load(path)``) or in the file its path
+    names (FARM's cached splits: ``cache_dir / "train_dataset"``, ``dev_dataset_path``;
+    not a folder, ``os.path.join(dataset_dir, "model.pt")``)."""
     path, names = _load_names(a, site)
-    return bool(_DATA_WORDS.search(path)) or any(_DATA_WORDS.search(n) or _DATASET_NAME.search(n) for n in names)
+    return bool(_DATA_WORDS.search(path)) or any(_DATA_WORDS.search(n) or _DATASET_NAME.search(n) for n in names) \
+        or _names_dataset_file(site)
+
+
+def _strings_in(expr: cst.CSTNode) -> List[str]:
+    """The text strings written in ``expr``, in order."""
+    strings: List[str] = []
+
+    class Strings(cst.CSTVisitor):
+        def visit_SimpleString(self, node: cst.SimpleString) -> None:
+            if isinstance(node.evaluated_value, str):
+                strings.append(node.evaluated_value)
+
+    walk(expr, Strings())
+    return strings
+
+
+def _names_dataset_file(site: CallSite) -> bool:
+    """Whether a load's path names a dataset file: its last string, stripped of folders
+    and extension (``cache_dir / "train_dataset"``), or, for a path held by a name, the
+    name less a ``_path``/``_file`` suffix (``dev_dataset_path``; not ``dataset_dir``)."""
+    path = site.positional(0) or site.keyword("f")
+    if path is None:
+        return False
+    strings = _strings_in(path.value)
+    if strings:
+        stem = strings[-1].rsplit("/", 1)[-1].split(".", 1)[0]
+    elif isinstance(path.value, cst.Name):
+        stem = re.sub(r"_(?:path|file|fname|filename)$", "", path.value.value)
+    else:
+        return False
+    return bool(_DATASET_NAME.search(stem))
 
 
 def _load_names(a, site: CallSite):
@@ -1172,14 +1217,7 @@ def _saved_before(a, site: CallSite) -> Optional[CallSite]:
     path = site.positional(0) or site.keyword("f")
     fn = a.enclosing_function(site.scope)
     names = set(names_in(path.value))
-    strings: List[str] = []
-
-    class Strings(cst.CSTVisitor):
-        def visit_SimpleString(self, node: cst.SimpleString) -> None:
-            if isinstance(node.evaluated_value, str):
-                strings.append(node.evaluated_value)
-
-    walk(path.value, Strings())
+    strings = _strings_in(path.value)
 
     def writes_path(save: CallSite) -> bool:
         if save.qualname in _SAVERS:

@@ -325,3 +325,28 @@ def test_a_module_moved_beside_a_tested_tensor_is_called_a_module():
     module, tensor = findings(text)
     assert (module.code, tensor.code) == ("TDL002", "TDL002")
     assert "moves this new module to" in module.message and "moves this new tensor to" in tensor.message
+
+
+@pytest.mark.parametrize("placed, aligned", [
+    ("model.cuda(args.gpu)", True),
+    ("model.cuda(device=args.gpu)", True),
+    ("model.to(torch.device('cuda', args.gpu))", True),
+    ("model.to(f'cuda:{args.gpu}')", True),
+    ("model.to('cuda:{}'.format(args.gpu))", True),
+    ("model.to('cuda:' + str(args.gpu))", True),
+    ("model.to('cuda:%d' % args.gpu)", True),
+    ("loc = 'cuda:{}'.format(args.gpu)\n    model.to(loc)", True),
+    ("model.cuda(args.rank)", False),  # another index
+    ("model.to(f'cuda:{args.gpu}:x')", False),  # not a device built from the index alone
+    ("model.cuda()", False),  # the current device itself: nothing explicit to agree with
+])
+def test_a_script_that_places_on_the_index_it_sets_is_aligned(placed, aligned):
+    """TDL101 in a script (PyTorch's examples' single-GPU path, Brevitas's validation
+    scripts): `set_device(args.gpu)` beside a placement on that same index, however the
+    device is spelled, makes the current device agree with the explicit one."""
+    text = ("import argparse\nimport torch\n\n\ndef main():\n    args = argparse.ArgumentParser().parse_args()\n"
+            "    model = torch.nn.Linear(2, 2)\n    torch.cuda.set_device(args.gpu)\n"
+            f"    {placed}\n\n\nif __name__ == '__main__':\n    main()\n")
+    assert not [v for v in findings(text) if v.code == "TDL101"] == aligned
+    library = text.replace("\n\nif __name__ == '__main__':\n    main()\n", "")
+    assert [v for v in findings(library) if v.code == "TDL101"]  # an imported function changes its caller's

@@ -31,6 +31,8 @@ from .facts import (  # noqa: F401
     Scope,
     Target,
     compared,
+    dotted_name,
+    gpu_index,
     is_bare_cuda,
     is_none,
     names_in,

@@ -242,6 +242,36 @@ def dotted_name(expr: cst.BaseExpression) -> str:
     return ""
 
 
+def gpu_index(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The index a GPU device built at run time names: ``X`` of ``torch.device("cuda",
+    X)`` (any spelling of the call), ``f"cuda:{X}"``, ``"cuda:{}".format(X)``, ``"cuda:"
+    + str(X)`` and ``"cuda:%d" % X``; None for anything else."""
+    if isinstance(expr, cst.Call) and called_name(expr.func) == "device" and len(expr.args) == 2:
+        kind, index = expr.args
+        if kind.keyword is None and _is_cuda_string(kind.value) and not index.star and (
+                index.keyword is None or index.keyword.value == "index"):
+            return index.value
+    if isinstance(expr, cst.FormattedString) and len(expr.parts) == 2:
+        head, tail = expr.parts
+        if isinstance(head, cst.FormattedStringText) and head.value == "cuda:" \
+                and isinstance(tail, cst.FormattedStringExpression):
+            return tail.expression
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "format" \
+            and isinstance(expr.func.value, cst.SimpleString) and len(expr.args) == 1:
+        index = expr.args[0]
+        if expr.func.value.evaluated_value in ("cuda:{}", "cuda:{0}") and index.keyword is None and not index.star:
+            return index.value
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.left, cst.SimpleString):
+        head = expr.left.evaluated_value
+        right = expr.right
+        if isinstance(expr.operator, cst.Modulo) and head == "cuda:%d":
+            return right
+        if isinstance(expr.operator, cst.Add) and head == "cuda:" and isinstance(right, cst.Call) \
+                and called_name(right.func) == "str" and len(right.args) == 1:
+            return right.args[0].value
+    return None
+
+
 def param_annotation(fn: cst.CSTNode, name: str) -> Optional[cst.BaseExpression]:
     """The annotation of the parameter ``name`` of the function ``fn`` (None for a
     lambda, an unannotated parameter or none of that name)."""

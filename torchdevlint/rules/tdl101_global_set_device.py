@@ -7,6 +7,7 @@ from typing import Iterable
 import libcst as cst
 
 from .. import names as N
+from ..analysis import dotted_name, gpu_index, is_none
 from ..model import Applicability, Edit, Fix, Violation
 from .base import Context, Example, Rule
 from .device_state import Fallback, Plan, plan_cpu_fallback, plan_device_block, plan_explicit_device
@@ -32,7 +33,9 @@ class GlobalSetDevice(Rule):
         `set_device(current_device())` / `set_device(torch.device("cuda"))`, a
         function that saves the current device and sets it back, and, in a script, a
         device that the same function also passes explicitly (`set_device(device)` beside
-        `.to(device)` or `device=device`: the current device agrees with the explicit one).
+        `.to(device)` or `device=device`; `set_device(args.gpu)` beside `.cuda(args.gpu)` or
+        a device built from that index, `.to("cuda:{}".format(args.gpu))`: the current
+        device agrees with the explicit one).
         Quiet when the same function (or, for a script, the module) initialises a
         process group, directly or through a local helper such as `ddp_setup()`, or calls
         another module's helper named for the distributed setup (`init_distributed_mode`,
@@ -136,6 +139,17 @@ class GlobalSetDevice(Rule):
         "    parser.add_argument('--device', default='cuda:1')\n    args = parser.parse_args()\n"
         "    device = torch.device(args.device)\n    if device.type == 'cuda':\n        torch.cuda.set_device(device)\n"
         "    return torch.Generator(device=device).manual_seed(0)\n\n\nif __name__ == '__main__':\n    main()\n",
+        # ... or the index of one: PyTorch's examples' single-GPU path, and Brevitas's
+        # validation scripts, which build the device string from the same index
+        "import argparse\nimport torch\nimport torchvision\n\n\ndef main():\n"
+        "    parser = argparse.ArgumentParser()\n    parser.add_argument('--gpu', type=int, default=None)\n"
+        "    args = parser.parse_args()\n    model = torchvision.models.resnet18()\n"
+        "    if args.gpu is not None:\n        torch.cuda.set_device(args.gpu)\n"
+        "        model = model.cuda(args.gpu)\n    return model\n\n\nif __name__ == '__main__':\n    main()\n",
+        "import sys\nimport torch\n\n\ndef main(gpu=None):\n    model = torch.nn.Linear(2, 2)\n"
+        "    if gpu is not None:\n        loc = 'cuda:{}'.format(gpu)\n        torch.cuda.set_device(gpu)\n"
+        "    else:\n        loc = 'cpu'\n    model.to(loc)\n    return model(torch.ones(2, device=loc))\n\n\n"
+        "if __name__ == '__main__':\n    main(int(sys.argv[1]) if len(sys.argv) > 1 else None)\n",
         # ... a string, however quoted (TorchRL's GRPO scripts)
         "import torch\n\n\ndef main():\n    torch.set_default_device(\"cuda:0\")\n"
         "    torch.cuda.set_device('cuda:0')\n    return torch.zeros(2)\n\n\nif __name__ == '__main__':\n    main()\n",
@@ -229,6 +243,18 @@ class GlobalSetDevice(Rule):
             "    gpus = []\nif len(gpus) > 0:\n    torch.cuda.set_device(gpus[0])\n"
             "x = torch.zeros(2).to(device)\n",
         ),
+        # a script that sets one index and places on another (its rank's): not aligned
+        Example(
+            "import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
+            "    parser.add_argument('--gpu', type=int)\n    parser.add_argument('--rank', type=int)\n"
+            "    args = parser.parse_args()\n    torch.cuda.set_device(args.gpu)\n"
+            "    return torch.nn.Linear(2, 2).to(f'cuda:{args.rank}')\n\n\nif __name__ == '__main__':\n    main()\n",
+            "import argparse\nimport torch\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
+            "    parser.add_argument('--gpu', type=int)\n    parser.add_argument('--rank', type=int)\n"
+            "    args = parser.parse_args()\n    with torch.cuda.device(args.gpu):\n"
+            "        return torch.nn.Linear(2, 2).to(f'cuda:{args.rank}')\n\n\n"
+            "if __name__ == '__main__':\n    main()\n",
+        ),
         # the same alignment in a library function changes its caller's current device
         # (MONAI's TensorRT compile): scoped to the function
         Example(
@@ -262,21 +288,30 @@ class GlobalSetDevice(Rule):
 
     def _aligns(self, ctx: Context, site, fn) -> bool:
         """In a script (run, not imported: no caller's device to change), the device set
-        is the very one the same code passes as its explicit device (`device =
-        torch.device(args.device)`, `set_device(device)`, `torch.Generator(device=device)`;
-        `torch.set_default_device("cuda:0")` beside `set_device("cuda:0")`): the current
-        device then agrees with the explicit placements, for what only follows the
-        current device (CUDA events, custom kernels, library code)."""
+        is the very one the same code places on explicitly: passed as its explicit device
+        (`device = torch.device(args.device)`, `set_device(device)`,
+        `torch.Generator(device=device)`; `torch.set_default_device("cuda:0")` beside
+        `set_device("cuda:0")`), or the index of one (PyTorch's examples' single-GPU path:
+        `set_device(args.gpu)` beside `model.cuda(args.gpu)`; `loc =
+        "cuda:{}".format(args.gpu)` and `model.to(loc)`). The current device then agrees
+        with the explicit placements, for what only follows the current device (CUDA
+        events, custom kernels, library code)."""
         a = ctx.analysis
         arg = site.positional(0) or site.keyword("device")
-        if arg is None or not a.devices.is_script or not isinstance(arg.value, (cst.Name, cst.SimpleString)):
+        if arg is None or not a.devices.is_script:
             return False
-        def spelled(node) -> object:  # a string by its value: "cuda:0" is 'cuda:0'
-            return node.evaluated_value if isinstance(node, cst.SimpleString) else a.code(node)
+        wanted = _spelled(a, arg.value)
+        if wanted is None:
+            return False
 
-        wanted = spelled(arg.value)
+        def places_there(value, scope) -> bool:
+            if _spelled(a, value) == wanted or _spelled(a, gpu_index(value)) == wanted:
+                return True
+            held = a.values_of(value.value, scope) if isinstance(value, cst.Name) else None
+            return any(_spelled(a, gpu_index(v)) == wanted for v, _ in held or ())
+
         return any(other is not site and a.enclosing_function(other.scope) is fn
-                   and any(spelled(d) == wanted for d in other.device_arguments())
+                   and any(places_there(d, other.scope) for d in _placements(other))
                    for other in a.calls)
 
     def _saves(self, ctx: Context, fn):
@@ -331,3 +366,22 @@ class GlobalSetDevice(Rule):
                 "this process; prefer an explicit `torch.device` (or `with torch.cuda.device(k):`)",
                 fix,
             )
+
+
+def _spelled(a, node) -> object:
+    """A device or an index as ``_aligns`` compares them: a string by its value ("cuda:0"
+    is 'cuda:0'), a name or an attribute chain by its code (`args.gpu`); None for
+    anything else (a call's result may differ from one call to the next)."""
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value
+    return a.code(node) if node is not None and dotted_name(node) else None
+
+
+def _placements(site) -> list:
+    """The devices a call places on: what it takes as a device, and the device of a
+    `.cuda(k)` move."""
+    out = list(site.device_arguments())
+    if site.method == "cuda" and site.qualname is None:
+        arg = site.positional(0) or site.keyword("device")
+        out += [arg.value] if arg is not None and not is_none(arg.value) else []
+    return out

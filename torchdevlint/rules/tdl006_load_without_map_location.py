@@ -58,7 +58,8 @@ class LoadWithoutMapLocation(Rule):
         load of training state that holds no CUDA tensor: an LR scheduler's or a
         GradScaler's state (`scheduler.load_state_dict(torch.load(p))`, a path or a
         name that says `scheduler` or `scaler`, a method of a class named
-        `...Scheduler`), an optimizer's param groups (its
+        `...Scheduler`), Apex's `amp` state (its loss scalers: `amp.load_state_dict(
+        torch.load(p))`, `amp` as a word in the path or the name), an optimizer's param groups (its
         hyperparameters: `param_group` in the path or the name, as ColossalAI saves
         them apart from the state): Python numbers; RNG states (`rng` in the path or
         the name: `torch.cuda.get_rng_state()` is a CPU tensor too). Nor a download
@@ -171,6 +172,9 @@ class LoadWithoutMapLocation(Rule):
         "    scheduler.load_state_dict(torch.load(os.path.join(checkpoint, SCHEDULER_NAME)))\n"
         "    scaler.load_state_dict(torch.load(os.path.join(checkpoint, 'scaler.pt')))\n"
         "    checkpoint_rng_state = torch.load(rng_file)\n    torch.set_rng_state(checkpoint_rng_state['cpu'])\n",
+        # Apex's mixed-precision state: its loss scalers' numbers (Sockeye's training state)
+        "import os\nimport torch\nimport apex\n\n\ndef resume(folder):\n"
+        "    apex.amp.load_state_dict(torch.load(os.path.join(folder, C.APEX_AMP_STATE_NAME)))\n",
         # a scheduler class's own loader (SpeechBrain's NewBobScheduler: its counters and rates)
         "import torch\nclass NewBobScheduler:\n    def save(self, path):\n"
         "        torch.save({'hyperparam_value': self.hyperparam_value}, path)\n\n    def load(self, path):\n"
@@ -888,8 +892,10 @@ def _load_names(a, site: CallSite):
 
 # what names training state that holds no CUDA tensor, in a load's path or the name it binds:
 # an LR scheduler's or a GradScaler's state and an optimizer's param groups (Python numbers),
-# RNG states (CPU byte tensors); as words: an "upscaler" is a model
-_STATE_WORDS = re.compile(r"(?<![a-z])(?:sched|scaler|rng(?![a-z])|random_states?|param_groups?)", re.IGNORECASE)
+# RNG states (CPU byte tensors), Apex's `amp` state (loss scalers); as words: an "upscaler"
+# is a model, a "sample" or a "timestamp" no amp
+_STATE_WORDS = re.compile(r"(?<![a-z])(?:sched|scaler|rng(?![a-z])|amp(?![a-z])|random_states?|param_groups?)",
+                          re.IGNORECASE)
 
 
 def _loads_tensorless_state(a, site: CallSite) -> bool:
@@ -897,7 +903,7 @@ def _loads_tensorless_state(a, site: CallSite) -> bool:
     path or the name it binds (Hugging Face's Trainer: ``torch.load(os.path.join(
     checkpoint, SCHEDULER_NAME))``, ``checkpoint_rng_state = torch.load(rng_file)``,
     ColossalAI's ``saved_param_groups = torch.load(param_group_path)``), or
-    handed straight to a scheduler's or a scaler's ``load_state_dict`` (Accelerate's
+    handed straight to a scheduler's, a scaler's or Apex amp's ``load_state_dict`` (Accelerate's
     ``scaler.load_state_dict(torch.load(input_scaler_file))``), or read by a method of a
     scheduler class (named ``...Scheduler``/``...Schedule``: SpeechBrain's
     ``NewBobScheduler.load``, reading back the counters and rates its ``save`` wrote)."""

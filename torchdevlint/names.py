@@ -136,9 +136,11 @@ RANK_MARKERS = re.compile(r"""['"](?:LOCAL_RANK|RANK|WORLD_SIZE|SLURM_LOCALID)['
 # rank's GPU before its process group (DETR's, DeiT's and DINO's init_distributed_mode,
 # mmcv's init_dist and its _init_dist_pytorch/_slurm/_mpi, timm's init_distributed_device,
 # pysot's dist_init, setup_distributed, ESPnet's init_torch_distributed, super-gradients'
-# initialize_ddp, PyTorch Lightning's init_ddp_connection)
+# initialize_ddp, PyTorch Lightning's init_ddp_connection); a bare verb on an object named
+# for it reads as one name (ESPnet2's `distributed_option.init()`: ``facts.setup_call_name``)
 DIST_SETUP_HELPER = re.compile(r"(?:^|_)(?:init(?:ialize)?|setup)_(?:torch_)?(?:dist(?:ributed)?|ddp)"
-                               r"(?:_mode|_device|_pytorch|_slurm|_mpi|_connection)?$|^_?dist(?:ributed)?_init$")
+                               r"(?:_mode|_device|_pytorch|_slurm|_mpi|_connection)?$|^_?dist(?:ributed)?_init$"
+                               r"|(?:^|_)(?:dist(?:ributed)?|ddp)(?:_\w+)?_(?:init(?:ialize)?|setup)$")
 
 # The pre-1.0 typed tensors: ``torch.cuda.<T>Tensor`` -> its dtype's name in torch
 DTYPES: Dict[str, str] = {

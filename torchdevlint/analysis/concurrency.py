@@ -18,6 +18,7 @@ from .facts import (  # noqa: F401
     _kw_value,
     called_name,
     names_in,
+    setup_call_name,
 )
 
 import re
@@ -304,6 +305,6 @@ def _dist_setup_helper(site: CallSite) -> bool:
     distributed run (``names.DIST_SETUP_HELPER``), or another library's own
     ``init_process_group`` (Bagua's ``bagua.init_process_group()``: the ``set_device``
     before it binds the rank's GPU for it, and is no global switch)."""
-    name = called_name(site.node.func)
+    name = setup_call_name(site.node.func)
     return (name is not None and not (site.qualname is not None and N.is_torch(site.qualname))
             and (bool(N.DIST_SETUP_HELPER.search(name.lower())) or name == "init_process_group"))

@@ -293,6 +293,21 @@ def called_name(func: cst.BaseExpression) -> Optional[str]:
     return None
 
 
+# verbs too bare to say what a method sets up: the object it is called on says it
+_BARE_SETUP_VERBS = frozenset({"init", "initialize", "setup"})
+
+
+def setup_call_name(func: cst.BaseExpression) -> Optional[str]:
+    """The name a call is made by as the setup-helper names read it (``called_name``), but
+    for a bare verb called on an object, the object's name joined to it: ESPnet2's
+    ``distributed_option.init()`` reads ``distributed_option_init``."""
+    name = called_name(func)
+    if name in _BARE_SETUP_VERBS and isinstance(func, cst.Attribute):
+        owner = called_name(func.value) if isinstance(func.value, (cst.Name, cst.Attribute)) else None
+        return f"{owner}_{name}" if owner else name
+    return name
+
+
 def _arg_value(arg: Optional[cst.Arg]) -> Optional[cst.BaseExpression]:
     return arg.value if arg is not None else None
 

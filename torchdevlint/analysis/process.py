@@ -28,7 +28,7 @@ import libcst as cst
 
 from .. import names as N
 from .core import Analysis
-from .facts import CallSite, FunctionInfo, called_name
+from .facts import CallSite, FunctionInfo, called_name, setup_call_name
 from .treewalk import walk
 
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
@@ -353,7 +353,8 @@ class ProcessFlow:
                 out.append(site)
             elif (q is None or not N.is_torch(q)) and self.callee(site) is None:
                 name = called_name(site.node.func)  # local helpers are read, not guessed
-                if name is not None and (_binder_name(name) or _rank_env_setup(name, site)):
+                setup = setup_call_name(site.node.func)
+                if name is not None and (_binder_name(setup) or _rank_env_setup(name, site)):
                     out.append(site)
         return out
 

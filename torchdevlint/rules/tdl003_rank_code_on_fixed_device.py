@@ -46,7 +46,8 @@ class RankCodeOnFixedDevice(Rule):
         `.cuda(0)`. Quiet after `torch.cuda.set_device(local_rank)` (or any backend's
         `set_device`, a per-process `CUDA_VISIBLE_DEVICES`, a launcher that binds the
         device, a helper of another module named for it, `select_device`, or for the
-        distributed setup that binds it, `init_distributed_mode`, `init_dist`, or for
+        distributed setup that binds it, `init_distributed_mode`, `init_dist`,
+        `distributed_option.init()` (a bare verb on an object named for it), or for
         the process's environment and handed its rank, `setup_bagua_env(rank, env)`) on the
         same path, called first by the function, by a helper it calls first, or by a
         caller before it calls it (a distributed setup run only on a flag included: where
@@ -105,6 +106,13 @@ class RankCodeOnFixedDevice(Rule):
         "    return Net().to(device='cuda' if args.ngpu > 0 else 'cpu')\n\n\n"
         "def main(args):\n    for i in range(args.ngpu):\n"
         "        mp.Process(target=main_worker, args=(args,)).start()\n",
+        # ESPnet 0.8's: the option object named for the distributed run sets it up, binding
+        # the local rank's GPU (`distributed_option.init()`)
+        "import torch\nimport torch.multiprocessing as mp\nfrom options import DistributedOption\n\n\n"
+        "def main_worker(args):\n    distributed_option = DistributedOption(args)\n    distributed_option.init()\n"
+        "    return Net().to(device='cuda' if args.ngpu > 0 else 'cpu')\n\n\n"
+        "def main(args):\n    for i in range(args.ngpu):\n"
+        "        mp.Process(target=main_worker, args=(args,)).start()\n",
         # a process pool whose initializer binds each worker's GPU before any task runs
         "import torch\nimport torch.multiprocessing as mp\n\n\n"
         "def bind(queue):\n    torch.cuda.set_device(queue.get())\n\n\n"
@@ -156,6 +164,14 @@ class RankCodeOnFixedDevice(Rule):
             "def run_model(rank, env):\n    init_env(env)\n    return Net().cuda()\n\n\n"
             "def main(env):\n    for i in range(2):\n"
             "        multiprocessing.Process(target=run_model, args=(i, env)).start()\n",
+        ),
+        # ... nor a bare `init()` of an object not named for the distributed run
+        Example(
+            "import torch\nimport torch.multiprocessing as mp\nfrom options import TrainerOption\n\n\n"
+            "def main_worker(args):\n    trainer_option = TrainerOption(args)\n    trainer_option.init()\n"
+            "    return Net().to(device='cuda' if args.ngpu > 0 else 'cpu')\n\n\n"
+            "def main(args):\n    for i in range(args.ngpu):\n"
+            "        mp.Process(target=main_worker, args=(args,)).start()\n",
         ),
         Example(
             "import torch\nimport torch.multiprocessing as mp\n"

@@ -301,7 +301,8 @@ class DeviceFacts:
                     continue
             elif not (b_owner in ancestors or (b_owner is None and owner is not None)
                       or self._called_before(b_owner, owner, site)
-                      or self._caller_binds_first(b_owner, owner, ancestors)):
+                      or self._caller_binds_first(b_owner, owner, ancestors)
+                      or self._defined_after(owner, b_owner, b_order)):
                 continue
             return f"a binding on line {a.range(b_node).start.line} runs first"
         for node in ancestors:  # a pool's task, where every pool that runs it binds first
@@ -319,6 +320,26 @@ class DeviceFacts:
                     return (f"the process entry that runs it binds its device first "
                             f"(line {a.range(b_node).start.line})")
         return None
+
+    def _defined_after(self, owner: object, b_owner: object, b_order: Optional[int]) -> bool:
+        """Whether ``owner`` is a function nested in ``b_owner`` (a closure, at any depth)
+        whose ``def`` runs after the binding at ``b_order`` there: whoever calls it does so
+        after the ``def`` ran, so after the binding (NeMo's ``torch_broadcast_wrapper``,
+        defined after ``set_device(self._local_rank)``). Not a thread's or process's
+        target: those start with a current device of their own."""
+        if b_order is None or b_owner is None or not isinstance(owner, cst.FunctionDef):
+            return False
+        if any(t.function.node is owner for t in self.a.targets):
+            return False
+        node, scope = owner, self.a.functions[owner].scope.parent
+        while scope is not None:
+            if scope.node is b_owner:
+                return any(b.kind == "def" and b.value is node and b.order > b_order
+                           for b in scope.bindings.get(node.name.value, ()))
+            if not isinstance(scope.node, cst.FunctionDef):
+                return False  # (a class's method, a lambda: not a closure of ``b_owner``)
+            node, scope = scope.node, scope.parent
+        return False
 
     def _setup_binding(self, target) -> Optional[int]:
         """The line of a binding that the pool running ``target`` makes as each worker

@@ -31,7 +31,8 @@ class BareCudaCall(Rule):
         which leaves `.cuda()` on the current device), inside a user-defined `cuda()` override, and after
         a rank- or worker-derived binding on the same path (`set_device(local_rank)` in
         DDP setup or a spawned worker, a launcher that binds each process's device,
-        a per-process `CUDA_VISIBLE_DEVICES`). Quiet too as the module handed to a
+        a per-process `CUDA_VISIBLE_DEVICES`), a closure the binding function defines
+        after it included (not a thread's target: a thread starts on its own). Quiet too as the module handed to a
         `DistributedDataParallel` wrapper told `device_ids=[torch.cuda.current_device()]`
         (OpenMMLab 1.x's `MMDistributedDataParallel(model.cuda(), device_ids=[...])`, or
         an arm of a conditional there: `model if next(model.parameters()).is_cuda else model.cuda()`):
@@ -132,6 +133,12 @@ class BareCudaCall(Rule):
         "import torch\nimport torch.distributed as dist\n"
         "def worker(local_rank):\n    dist.init_process_group('nccl')\n    torch.cuda.set_device(local_rank)\n"
         "    return torch.zeros(2).cuda()\n",
+        # ... in a closure the function defines after its binding: whoever calls it, it runs
+        # after (NeMo's factory: the broadcast helper its distributed setup defines)
+        "import torch\nimport torch.distributed as dist\n\n\nclass Factory:\n    def __init__(self, local_rank):\n"
+        "        dist.init_process_group('nccl')\n        torch.cuda.set_device(local_rank)\n\n"
+        "        def broadcast(n, src=0):\n            t = torch.zeros(n, dtype=torch.uint8).cuda()\n"
+        "            dist.broadcast(t, src)\n            return t\n\n        self.broadcast = broadcast\n",
         "import torch\nclass Params(torch.nn.Parameter):\n    def cuda(self, device=None):\n"
         "        return super().cuda(device)\n",
         # a container's own `cuda()` (mmpose's pixel data): the lambda places where its caller asked
@@ -149,6 +156,26 @@ class BareCudaCall(Rule):
         "        device_ids=[torch.cuda.current_device()])\n",
     )
     INVALID = (
+        # ... but not one a thread runs: a new thread starts on its own current device
+        Example("import threading\nimport torch\nimport torch.distributed as dist\n\n\ndef serve(local_rank):\n"
+                "    dist.init_process_group('nccl')\n    torch.cuda.set_device(local_rank)\n\n"
+                "    def poll():\n        return torch.zeros(1).cuda()\n\n"
+                "    threading.Thread(target=poll).start()\n",
+                "import threading\nimport torch\nimport torch.distributed as dist\n\n\ndef serve(local_rank):\n"
+                "    dist.init_process_group('nccl')\n    torch.cuda.set_device(local_rank)\n\n"
+                "    def poll():\n"
+                '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "        return torch.zeros(1).to(device)\n\n"
+                "    threading.Thread(target=poll).start()\n"),
+        # ... nor a closure defined, and handed on, before the binding (it may run before it)
+        Example("import torch\nimport torch.distributed as dist\n\n\ndef setup(local_rank):\n"
+                "    def probe():\n        return torch.zeros(1).cuda()\n\n    register(probe)\n"
+                "    dist.init_process_group('nccl')\n    torch.cuda.set_device(local_rank)\n",
+                "import torch\nimport torch.distributed as dist\n\n\ndef setup(local_rank):\n"
+                "    def probe():\n"
+                '        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "        return torch.zeros(1).to(device)\n\n    register(probe)\n"
+                "    dist.init_process_group('nccl')\n    torch.cuda.set_device(local_rank)\n"),
         # a DDP wrapper told another device than the current one
         Example("import torch\nfrom torch.nn.parallel import DistributedDataParallel\n\n\ndef wrap(model):\n"
                 "    return DistributedDataParallel(model.cuda(), device_ids=[0])\n",

@@ -299,7 +299,8 @@ class DeviceFacts:
                     first = a.range(b_node).start.line < site_line
                 if not first:
                     continue
-            elif not (b_owner in ancestors or (b_owner is None and owner is not None)
+            elif not ((b_owner in ancestors and self._binds_before_calling(b_owner, b_order, owner))
+                      or (b_owner is None and owner is not None)
                       or self._called_before(b_owner, owner, site)
                       or self._caller_binds_first(b_owner, owner, ancestors)
                       or self._defined_after(owner, b_owner, b_order)):
@@ -320,6 +321,16 @@ class DeviceFacts:
                     return (f"the process entry that runs it binds its device first "
                             f"(line {a.range(b_node).start.line})")
         return None
+
+    def _binds_before_calling(self, b_owner: object, b_order: Optional[int], owner: object) -> bool:
+        """Whether the binding at ``b_order`` in ``b_owner``, which calls (transitively) into
+        ``owner``, runs before its first such call: a worker that builds its model with a
+        helper's ``.cuda()`` and only then binds its rank (``model = build()``,
+        ``set_device(rank)``) built it on GPU 0. A binding of unknown order (an
+        environment assignment), or a function reached other than by a call (handed on
+        as a callback), counts as before, as it did."""
+        first = self._first_call_into_from(owner, b_owner)
+        return b_order is None or first is None or b_order < first
 
     def _defined_after(self, owner: object, b_owner: object, b_order: Optional[int]) -> bool:
         """Whether ``owner`` is a function nested in ``b_owner`` (a closure, at any depth)

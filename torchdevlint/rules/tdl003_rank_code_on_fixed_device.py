@@ -50,7 +50,9 @@ class RankCodeOnFixedDevice(Rule):
         `distributed_option.init()` (a bare verb on an object named for it), or for
         the process's environment and handed its rank, `setup_bagua_env(rank, env)`) on the
         same path, called first by the function, by a helper it calls first, or by a
-        caller before it calls it (a distributed setup run only on a flag included: where
+        caller before it calls it (not a worker that builds its model with a helper and
+        binds only after: `model = build()` then `set_device(rank)`; a distributed setup
+        run only on a flag included: where
         it does not run there is one process); and for an index-less
         device bound to a name (`device = torch.device("cuda" if ... else "cpu")`) in a
         file that binds the rank's device: it is the current device where it is used.
@@ -172,6 +174,20 @@ class RankCodeOnFixedDevice(Rule):
             "    return Net().to(device='cuda' if args.ngpu > 0 else 'cpu')\n\n\n"
             "def main(args):\n    for i in range(args.ngpu):\n"
             "        mp.Process(target=main_worker, args=(args,)).start()\n",
+        ),
+        # a helper the worker calls before it binds its rank: every rank built it on GPU 0
+        Example(
+            "import torch\nimport torch.multiprocessing as mp\n\n\ndef build():\n"
+            "    return torch.nn.Linear(2, 2).cuda()\n\n\ndef worker(rank):\n    model = build()\n"
+            "    torch.cuda.set_device(rank)\n    return model\n\n\n"
+            "if __name__ == '__main__':\n    mp.spawn(worker, nprocs=2)\n",
+            "import torch\nimport torch.multiprocessing as mp\n"
+            'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n\n\ndef build():\n'
+            "    return torch.nn.Linear(2, 2).to(device)\n\n\ndef worker(rank):\n"
+            "    if torch.cuda.is_available():  # each spawned process on its own GPU\n"
+            "        torch.cuda.set_device(rank % torch.cuda.device_count())\n    model = build()\n"
+            "    torch.cuda.set_device(rank)\n    return model\n\n\n"
+            "if __name__ == '__main__':\n    mp.spawn(worker, nprocs=2)\n",
         ),
         Example(
             "import torch\nimport torch.multiprocessing as mp\n"

@@ -51,6 +51,7 @@ EXPECTATIONS = {
     # the rank's device is a CUDA device by design (no CPU fallback for per-rank GPU code)
     "tdl003/spawn_worker.py": {"fixed_runs_on_cpu": False},
     "tdl003/torchrun_literal_device.py": {"fixed_runs_on_cpu": False},
+    "tdl003/build_then_bind.py": {"fixed_runs_on_cpu": False},
     # the aliases and `.cuda()` calls follow a `cuda = torch.cuda.is_available()` flag:
     # the script ran on CPU before too; the simulator shows the same placement after
     "tdl005/cgan_alias_idiom.py": {"original_fails_on_cpu": False},

@@ -350,3 +350,19 @@ def test_a_script_that_places_on_the_index_it_sets_is_aligned(placed, aligned):
     assert not [v for v in findings(text) if v.code == "TDL101"] == aligned
     library = text.replace("\n\nif __name__ == '__main__':\n    main()\n", "")
     assert [v for v in findings(library) if v.code == "TDL101"]  # an imported function changes its caller's
+
+
+def test_a_package_module_with_a_main_guard_defines_its_device_in_the_function():
+    """Demucs's `demucs/train.py`: a main guard, but relative imports (`from .solver
+    import Solver`): it runs as `python -m demucs.train` and Dora's launcher imports it, so
+    a device definition at its top would query CUDA in every importer. The definition goes
+    in the function; the same file outside a package keeps it where the script starts."""
+    body = ("import torch\n{imports}\n\n\ndef get_solver(args):\n    model = Solver(args)\n"
+            "    if torch.cuda.is_available():\n        model.cuda()\n    return model\n\n\n"
+            "if __name__ == '__main__':\n    get_solver(None)\n")
+    package = fixed(body.format(imports="from .solver import Solver"))
+    assert "def get_solver(args):\n    device = torch.device(" in package
+    assert "\ndevice = " not in package and "model.to(device)" in package
+    script = fixed(body.format(imports="from solver import Solver"))
+    assert '\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n' in script
+    assert "    device = " not in script and "model.to(device)" in script

@@ -741,10 +741,16 @@ class DeviceFacts:
     def entry_point(self, anchor: int) -> Optional[str]:
         """``"module"`` when this file is a script, whose own execution starts at its top
         (it has a main guard, or its module level does work: calls its own functions or
-        holds the use at ``anchor``); None for a library module, which others import."""
+        holds the use at ``anchor``); None for a library module, which others import. A
+        module of a package (it imports relatively: ``from .solver import Solver``) is
+        imported even when it has a main guard (``python -m demucs.train``, Dora's
+        launcher importing ``demucs.train``): a library's, unless the use is module-level
+        code itself."""
         if anchor not in self._entries:
             if self._runs_at_import(anchor):
                 self._entries[anchor] = "module"
+            elif any(m.startswith(".") for m in self.a.imported_modules):
+                self._entries[anchor] = None
             elif self.is_notebook or self.main_guard is not None or self._called_from_module_outside_guard:
                 self._entries[anchor] = "module"
             else:

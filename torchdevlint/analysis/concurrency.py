@@ -191,6 +191,23 @@ class ConcurrencyMixin:
                 return True
         return False
 
+    def _names_local_rank(self, index: cst.BaseExpression, site: CallSite) -> bool:
+        """Whether a device index says the local rank itself (``LOCAL_RANK``,
+        ``local_rank``, ``hvd.local_rank()``), or is a name whose assignment in effect at
+        ``site`` (the last one before it, on its own path) does (Determined's ``device =
+        torch.device("cuda", self.distributed.local_rank)``, then ``set_device(device)``)."""
+        if _LOCAL_RANK_EXPLICIT.search(self.code(index)):
+            return True
+        if not isinstance(index, cst.Name):
+            return False
+        owner, imported = self.lookup(index.value, site.scope)
+        if owner is not site.scope or imported is not None:
+            return False
+        before = [b for b in owner.bindings[index.value] if b.order < site.order and site.cond[:len(b.cond)] == b.cond]
+        last = max(before, key=lambda b: b.order) if before else None
+        return (last is not None and last.kind == "assign" and last.value is not None
+                and bool(_LOCAL_RANK_EXPLICIT.search(self.code(last.value))))
+
     def mentions_rank(self, expr: cst.BaseExpression, scope: Scope, _depth: int = 0) -> bool:
         """Whether a device index derives from LOCAL_RANK / local_rank / rank / gpu."""
         if _depth > 6:
@@ -282,7 +299,7 @@ class ConcurrencyMixin:
             index = earlier if earlier is not None else index
         if index is not None and self.uses_distributed and self.mentions_rank(index, site.scope):
             return "rank"
-        if index is not None and _LOCAL_RANK_EXPLICIT.search(self.code(index)):
+        if index is not None and self._names_local_rank(index, site):
             return "rank"  # LOCAL_RANK / local_rank / hvd.local_rank(), whatever the module imports
         if fn is not None:
             if self.devices.per_rank(site) is not None:

@@ -119,6 +119,12 @@ class GlobalSetDevice(Rule):
         "import torch\ndef on(k, f):\n    prev = torch.cuda.current_device()\n    torch.cuda.set_device(k)\n"
         "    try:\n        return f()\n    finally:\n        torch.cuda.set_device(prev)\n",
         "import torch\nimport horovod.torch as hvd\nhvd.init()\ntorch.cuda.set_device(hvd.local_rank())\n",
+        # ... or a device built from it just before, on the same path (Determined's context,
+        # a horovod process per GPU)
+        "import torch\n\n\nclass Context:\n    def _init_device(self):\n        if self.distributed.size > 1:\n"
+        "            device = torch.device('cuda', self.distributed.local_rank)\n"
+        "            torch.cuda.set_device(device)\n        else:\n            device = torch.device('cuda', 0)\n"
+        "        return device\n",
         "import torch\ndef test_hvd():\n    import horovod.torch as hvd\n    lrank = hvd.local_rank()\n"
         "    torch.cuda.set_device(lrank)\n",  # ignite's tests: horovod's rank through a name
         "import torch\ndef main(args):\n    torch.cuda.set_device(args.gpu)\n"
@@ -168,7 +174,19 @@ class GlobalSetDevice(Rule):
         "    set_device(f'cuda:{local_rank}')\n",
     )
     INVALID = (
-        # ... but not the first of the GPUs a user listed, nor an attribute set again in between
+        # ... but not a name whose value in effect is another index (the rank's device was
+        # replaced before the call)
+        Example(
+            "import torch\n\n\nclass Context:\n    def _init_device(self, gpu):\n"
+            "        device = torch.device('cuda', self.distributed.local_rank)\n"
+            "        device = torch.device('cuda', gpu)\n        torch.cuda.set_device(device)\n"
+            "        return device\n",
+            "import torch\n\n\nclass Context:\n    def _init_device(self, gpu):\n"
+            "        device = torch.device('cuda', self.distributed.local_rank)\n"
+            "        device = torch.device('cuda', gpu)\n        with torch.cuda.device(device):\n"
+            "            return device\n",
+        ),
+
         Example(
             "import torch\n\n\nclass Accelerator:\n    def setup(self, model):\n"
             "        self.trainer.root_gpu = self.trainer.gpus[0]\n"

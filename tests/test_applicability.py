@@ -366,3 +366,22 @@ def test_a_package_module_with_a_main_guard_defines_its_device_in_the_function()
     script = fixed(body.format(imports="from solver import Solver"))
     assert '\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n' in script
     assert "    device = " not in script and "model.to(device)" in script
+
+
+def test_a_cached_weight_moved_beside_a_tested_input_is_not_called_new():
+    """The focal losses' `if inputs.is_cuda and not self.alpha.is_cuda: self.alpha =
+    self.alpha.cuda()`: TDL002 (the negated conjunct is the cache's own test, not the
+    input's), and the message calls the object's weight "this tensor", not a new one; a
+    parameter moved in place too. A tensor the function made is still "new"."""
+    text = ("import torch\nfrom torch import nn\nclass FocalLoss(nn.Module):\n    def __init__(self, n):\n"
+            "        super().__init__()\n        self.alpha = torch.ones(n)\n"
+            "    def forward(self, inputs, targets):\n        if inputs.is_cuda and not self.alpha.is_cuda:\n"
+            "            self.alpha = self.alpha.cuda()\n        return self.alpha[targets] * inputs\n"
+            "def count(model, x):\n    if next(model.parameters()).is_cuda:\n        x = x.cuda()\n"
+            "    y = torch.zeros(3)\n    if next(model.parameters()).is_cuda:\n        y = y.cuda()\n"
+            "    return model(x), y\n")
+    weight, param, made = findings(text)
+    assert [v.code for v in (weight, param, made)] == ["TDL002"] * 3
+    assert weight.message.startswith("`.cuda()` moves this tensor to") and "`inputs`" in weight.message
+    assert param.message.startswith("`.cuda()` moves this tensor to")
+    assert made.message.startswith("`.cuda()` moves this new tensor to")

@@ -912,17 +912,23 @@ class DeviceFacts:
 
     def tested_tensor(self, site: CallSite) -> Optional[str]:
         """The tensor whose ``.is_cuda`` the innermost ``if`` around the site tests (``if
-        next(self.parameters()).is_cuda:``, a conjunct of an ``and``; no ``or``, no
-        ``not``; or its device's type, ``"cuda" in str(self.conv1.weight.device)`` as
-        SwAV's multi-crop forward asks, ``x.device.type == "cuda"``) when the site moves
+        next(self.parameters()).is_cuda:``, a conjunct of an ``and``, not negated
+        (another conjunct may be: the cached-weight idiom ``if inputs.is_cuda and not
+        self.alpha.is_cuda: self.alpha = self.alpha.cuda()``); no ``or``; or its device's
+        type, ``"cuda" in str(self.conv1.weight.device)`` as SwAV's multi-crop forward
+        asks, ``x.device.type == "cuda"``) when the site moves
         something else: the code moves to CUDA *because* that tensor is there, and its
         device is the one meant. Not ``self.is_cuda`` or ``args.is_cuda`` (nor
         ``str(self.device)``): a flag or a setting of an object, not a tensor's device."""
         headers = self.guard_tests(site)[:1]
         test = headers[0].split(None, 1)[1].rstrip().rstrip(":") if headers else ""
-        parts = _conjuncts(test) if test and not re.search(r"\bnot\b", test) else None
+        parts = _conjuncts(test) if test else None
+        if parts and re.search(r"\bnot\b", test) and any(p.count("(") != p.count(")") for p in parts):
+            parts = None  # `not (a and b)`: the text's split says nothing
         receiver = "".join(self.a.code(site.node.func.value).split())  # type: ignore[union-attr]
         for conjunct in parts or ():
+            if re.search(r"\bnot\b", conjunct):
+                continue
             tested = cuda_tested(conjunct) or ""
             tensor = tested[:-len(".device")] if tested.endswith(".device") else ""
             if tensor and tensor != receiver and tensor not in ("self", "cls") and tensor not in _CONFIG_NAMES:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import libcst as cst
+
 from ..model import Violation
 from .base import Context, Example, Rule
 
@@ -32,7 +34,8 @@ class CudaCallIgnoresInputDevice(Rule):
         next(model.parameters()).is_cuda: input = input.cuda()`, as model-complexity
         counters and vocoders write it; or its device's type, `if "cuda" in
         str(self.conv1.weight.device):`, `x.device.type == "cuda"`; one conjunct of an
-        `and`, no `or`, no `not`): the
+        `and`, not negated, no `or`; the focal losses' cached weight, `if inputs.is_cuda
+        and not self.alpha.is_cuda: self.alpha = self.alpha.cuda()`): the
         code moves there *because* that tensor is on a GPU. Not a flag of an object
         (`if self.is_cuda:`, `if args.is_cuda:`), nor, for an input the function asks, in
         a function that keeps tensors on the CPU itself (`feats[-1] = feats[-1].cpu()`,
@@ -67,6 +70,9 @@ class CudaCallIgnoresInputDevice(Rule):
         another device than the current one, which is the point.
     """
     VALID = (
+        # a negated test says nothing of where the tensor is (a bare `.cuda()`: TDL001)
+        "import torch\ndef probe(flag, x, y):\n    if not (flag and x.is_cuda):\n        y = y.cuda()\n    return y\n",
+        "import torch\ndef probe(x, y):\n    if not x.is_cuda and y.numel():\n        y = y.cuda()\n    return y\n",
         "import torch\ndef f(x):\n    return x.cuda()\n",  # moves the input itself
         "import torch\ndef f(x):\n    return torch.zeros(3).to(x.device)\n",
         "import torch\ndef f(n):\n    return torch.zeros(n).cuda()\n",  # no input device at hand
@@ -116,6 +122,21 @@ class CudaCallIgnoresInputDevice(Rule):
         "    return pos_emb.index_select(seq_dim, idx)\n",
     )
     INVALID = (
+        # the focal losses' cached class weights: moved once, to wherever the first GPU
+        # input was, the current device (pywick's FocalLoss3, as many repositories copy it)
+        Example(
+            "import torch\nfrom torch import nn\n\n\nclass FocalLoss(nn.Module):\n"
+            "    def __init__(self, n):\n        super().__init__()\n        self.alpha = torch.ones(n, 1)\n\n"
+            "    def forward(self, inputs, targets):\n"
+            "        if inputs.is_cuda and not self.alpha.is_cuda:\n            self.alpha = self.alpha.cuda()\n"
+            "        return (self.alpha[targets] * inputs).mean()\n",
+            "import torch\nfrom torch import nn\n\n\nclass FocalLoss(nn.Module):\n"
+            "    def __init__(self, n):\n        super().__init__()\n        self.alpha = torch.ones(n, 1)\n\n"
+            "    def forward(self, inputs, targets):\n"
+            "        if inputs.is_cuda and not self.alpha.is_cuda:\n"
+            "            self.alpha = self.alpha.to(inputs.device)\n"
+            "        return (self.alpha[targets] * inputs).mean()\n",
+        ),
         # a name bound to a new tensor sized by the input's shape (Whisper's `dtw_cuda`, as FunASR copies it)
         Example(
             "import numpy as np\nimport torch\ndef dtw_cuda(x):\n    M, N = x.shape\n"
@@ -227,10 +248,35 @@ class CudaCallIgnoresInputDevice(Rule):
         for site, verdict in ctx.analysis.devices.sites(self.code):
             device = verdict.device
             assert device is not None
-            kind = ctx.analysis.torch_kind(site.node.func.value, site.scope)  # type: ignore[union-attr]
+            receiver = site.node.func.value  # type: ignore[union-attr]
+            kind = ctx.analysis.torch_kind(receiver, site.scope)
             yield ctx.move_to(
                 site, device.code, f"Use `.to({device.code})` ({device.why}'s device)",
-                f"`.cuda()` moves this new {'module' if kind == 'module' else 'tensor'} to the current "
+                f"`.cuda()` moves this {'' if _held(ctx, site) else 'new '}"
+                f"{'module' if kind == 'module' else 'tensor'} "
+                "to the current "
                 f"device while {device.why}'s device "
                 f"is at hand: on another GPU the next op mixes devices; use `.to({device.code})`",
             )
+
+
+def _held(ctx: Context, site) -> bool:
+    """Whether what ``site`` moves is no new tensor but what the function was given or its
+    object holds, untouched before the move: a parameter (`input = input.cuda()`), or
+    `self.x` that the method does not set first (the focal losses' cached `self.alpha`;
+    not MMAction2's `self.new_cls`, made just before)."""
+    a = ctx.analysis
+    receiver = site.node.func.value
+    fn = a.enclosing_function(site.scope)
+    if fn is None:
+        return False
+    at = a.range(site.node).start.line
+    if isinstance(receiver, cst.Name):
+        return receiver.value in fn.params and not any(  # (the move's own `x = x.cuda()` aside)
+            b.kind != "param" and b.order < site.order and (b.value is None or a.range(b.value).start.line < at)
+            for b in fn.scope.bindings.get(receiver.value, ()))
+    if (isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name)
+            and receiver.value.value == "self" and fn.klass is not None):
+        return not any(method == fn.name and a.range(value).start.line < at
+                       for value, method, _ in fn.klass.self_attr_sets.get(receiver.attr.value, ()))
+    return False

@@ -62,7 +62,11 @@ class LoadWithoutMapLocation(Rule):
         torch.load(p))`, `amp` as a word in the path or the name), an optimizer's param groups (its
         hyperparameters: `param_group` in the path or the name, as ColossalAI saves
         them apart from the state): Python numbers; RNG states (`rng` in the path or
-        the name: `torch.cuda.get_rng_state()` is a CPU tensor too). Nor a download
+        the name: `torch.cuda.get_rng_state()` is a CPU tensor too); metadata and
+        arguments (`metadata` or `kwargs` in the path or the name, `args` as the name
+        bound or the file's own: `init_kwargs = torch.load(metadata_path)`,
+        `torch.load(os.path.join(out, "training_args.bin"))`; not `args.checkpoint`).
+        Nor a download
         of torchvision's published weights, which it saves from the CPU and reads with no
         `map_location` itself: a URL that torchvision names (`model_urls[...]` imported
         from `torchvision.models...`, a weights enum's `.url`) or one at
@@ -172,6 +176,12 @@ class LoadWithoutMapLocation(Rule):
         "    scheduler.load_state_dict(torch.load(os.path.join(checkpoint, SCHEDULER_NAME)))\n"
         "    scaler.load_state_dict(torch.load(os.path.join(checkpoint, 'scaler.pt')))\n"
         "    checkpoint_rng_state = torch.load(rng_file)\n    torch.set_rng_state(checkpoint_rng_state['cpu'])\n",
+        # metadata and arguments (Hugging Face's training_args.bin, neuraloperator's init
+        # kwargs, jiant's cache arguments)
+        "import os\nimport torch\n\n\ndef resume(args, folder, cache):\n"
+        "    training_args = torch.load(os.path.join(args.output_dir, 'training_args.bin'))\n"
+        "    init_kwargs = torch.load(os.path.join(folder, 'model_metadata.pkl'))\n"
+        "    return training_args, init_kwargs, torch.load(os.path.join(cache, 'data_args.p'))['length']\n",
         # Apex's mixed-precision state: its loss scalers' numbers (Sockeye's training state)
         "import os\nimport torch\nimport apex\n\n\ndef resume(folder):\n"
         "    apex.amp.load_state_dict(torch.load(os.path.join(folder, C.APEX_AMP_STATE_NAME)))\n",
@@ -255,6 +265,14 @@ class LoadWithoutMapLocation(Rule):
         "        if dev_dataset_path.exists():\n            self.data['dev'] = torch.load(dev_dataset_path)\n",
     )
     INVALID = (
+        # a path from the options (`args.checkpoint`) or a meta-learner's weights: no metadata
+        Example("import os\nimport torch\n\n\ndef resume(args, model):\n"
+                "    model.load_state_dict(torch.load(args.checkpoint))\n"
+                "    meta = torch.load(os.path.join(args.output_dir, 'meta_learner.pt'))\n    return meta\n",
+                "import os\nimport torch\n\n\ndef resume(args, model):\n"
+                "    model.load_state_dict(torch.load(args.checkpoint, map_location=\"cpu\"))\n"
+                "    meta = torch.load(os.path.join(args.output_dir, 'meta_learner.pt'), "
+                "map_location=None if torch.cuda.is_available() else \"cpu\")\n    return meta\n"),
         # an optimizer's state holds tensors (Adam's moments), where they were saved: not a scheduler's
         Example("import os\nimport torch\n\n\ndef resume(checkpoint, optimizer, scheduler):\n"
                 "    optimizer.load_state_dict(torch.load(os.path.join(checkpoint, 'optimizer.pt')))\n"
@@ -864,6 +882,13 @@ def _strings_in(expr: cst.CSTNode) -> List[str]:
     return strings
 
 
+def _path_stems(site: CallSite) -> List[str]:
+    """The file names a load's path spells in its strings, stripped of folders and
+    extensions (``os.path.join(d, "training_args.bin")``: ``training_args``), in order."""
+    path = site.positional(0) or site.keyword("f")
+    return [w.rsplit("/", 1)[-1].split(".", 1)[0] for w in _strings_in(path.value)] if path is not None else []
+
+
 def _names_dataset_file(site: CallSite) -> bool:
     """Whether a load's path names a dataset file: its last string, stripped of folders
     and extension (``cache_dir / "train_dataset"``), or, for a path held by a name, the
@@ -871,9 +896,9 @@ def _names_dataset_file(site: CallSite) -> bool:
     path = site.positional(0) or site.keyword("f")
     if path is None:
         return False
-    strings = _strings_in(path.value)
-    if strings:
-        stem = strings[-1].rsplit("/", 1)[-1].split(".", 1)[0]
+    stems = _path_stems(site)
+    if stems:
+        stem = stems[-1]
     elif isinstance(path.value, cst.Name):
         stem = re.sub(r"_(?:path|file|fname|filename)$", "", path.value.value)
     else:
@@ -890,6 +915,12 @@ def _load_names(a, site: CallSite):
     return (a.code(path.value) if path is not None else ""), names
 
 
+# what names metadata and arguments (hyperparameters, a run's options, a cache's counts),
+# pickled through torch.save: a model's `init_kwargs` in `..._metadata.pkl` (neuraloperator),
+# jiant's cache `data_args`, Hugging Face's `training_args.bin`; "args" only as the name
+# bound or the file's own name (not `args.checkpoint`, a path from the options)
+_METADATA = re.compile(r"metadata|kwargs", re.IGNORECASE)  # not "meta": a meta-learner is a model
+_ARGUMENTS = re.compile(r"(?:^|_)args$", re.IGNORECASE)
 # what names training state that holds no CUDA tensor, in a load's path or the name it binds:
 # an LR scheduler's or a GradScaler's state and an optimizer's param groups (Python numbers),
 # RNG states (CPU byte tensors), Apex's `amp` state (loss scalers); as words: an "upscaler"
@@ -912,6 +943,10 @@ def _loads_tensorless_state(a, site: CallSite) -> bool:
         return True
     path, names = _load_names(a, site)
     if _STATE_WORDS.search(path) or any(_STATE_WORDS.search(n) for n in names):
+        return True
+    if _METADATA.search(path) or any(_METADATA.search(n) or _ARGUMENTS.search(n) for n in names):
+        return True
+    if any(_ARGUMENTS.search(stem) for stem in _path_stems(site)):
         return True
     line = a.statement_line(site.node)
     for stmt in line.body if line is not None else ():

@@ -186,7 +186,7 @@ class GlobalSetDevice(Rule):
             "        device = torch.device('cuda', gpu)\n        with torch.cuda.device(device):\n"
             "            return device\n",
         ),
-
+        # ... nor the first of the GPUs a user listed, nor an attribute set again in between
         Example(
             "import torch\n\n\nclass Accelerator:\n    def setup(self, model):\n"
             "        self.trainer.root_gpu = self.trainer.gpus[0]\n"

@@ -28,7 +28,7 @@ import libcst as cst
 
 from .. import names as N
 from .core import Analysis
-from .facts import CallSite, FunctionInfo, called_name, setup_call_name
+from .facts import CallSite, ClassInfo, FunctionInfo, called_name, setup_call_name
 from .treewalk import walk
 
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
@@ -138,12 +138,38 @@ class ProcessFlow:
         them calls a function it was handed (``def run(fn, rank): setup(rank); fn(rank)``,
         or a decorator's ``wrapped`` that calls the ``func`` it closes over), every
         function of this file handed on as a value or decorated by one of its functions,
-        and what those call."""
+        and what those call. In a method, the object's life too: every method of its
+        class, of the classes of this file it derives from and of those deriving from it
+        (rl_games' trainer opens the group in ``__init__`` and binds in ``train()``,
+        which whoever built it calls next)."""
         fn = self.owner(site)
-        here = fn.node if fn is not None else None
-        path = self.reach(self.reach({here}, upward=True), upward=False)
+        here = {fn.node if fn is not None else None}
+        method = self.a.enclosing_method(site.scope)
+        if method is not None and method.klass is not None:
+            here |= {m.node for k in self._lineage(method.klass) for m in k.methods.values()}
+        path = self.reach(self.reach(here, upward=True), upward=False)
         callers, handed = self._callbacks
         return path | self.reach(handed, upward=False) if path & callers else path
+
+    def _lineage(self, klass: ClassInfo) -> List[ClassInfo]:
+        """``klass``, the classes of this file it derives from, and those that derive
+        from it (transitively; not its siblings: no object is of both)."""
+        a = self.a
+        parents = {c.node: [p for p in (a.local_class(b, c.outer) for b in c.bases) if p is not None]
+                   for c in a.classes}
+        children: Dict[object, List[ClassInfo]] = {}
+        for c in a.classes:
+            for p in parents[c.node]:
+                children.setdefault(p.node, []).append(c)
+        found: Dict[object, ClassInfo] = {klass.node: klass}
+        for edges in (parents, children):
+            todo = [klass]
+            while todo:
+                for other in edges.get(todo.pop().node, ()):
+                    if other.node not in found:
+                        found[other.node] = other
+                        todo.append(other)
+        return list(found.values())
 
     @cached_property
     def _callbacks(self) -> Tuple[Set[object], Set[object]]:

@@ -29,7 +29,10 @@ class ProcessGroupWithoutDevice(Rule):
         nothing on the process's setup path binds the rank's device. The setup path is
         the function that makes the call, the functions of this file that call it, and
         everything those call (where one calls a function it was handed, every function
-        of this file handed on as a value, `mp.spawn(partial(wrapper, test_fn))`). A
+        of this file handed on as a value, `mp.spawn(partial(wrapper, test_fn))`), and,
+        for a call in a method, the object's life: every method of its class, of the
+        classes of this file it derives from and of those that derive from it (a
+        trainer that opens the group in `__init__` and binds in `train()`). A
         binding is `torch.cuda.set_device(...)` (any backend's `set_device`,
         `torch.accelerator.set_device_index`), a
         `with torch.cuda.device(...)` block, a per-process `CUDA_VISIBLE_DEVICES`
@@ -111,8 +114,19 @@ class ProcessGroupWithoutDevice(Rule):
         "def manage_process_group(func):\n    def wrapped(*args):\n        dist.init_process_group('nccl')\n"
         "        return func(*args)\n    return wrapped\n"
         "@manage_process_group\ndef load():\n    torch.cuda.set_device(dist.get_rank())\n",
+        # a trainer opens the group as it is built and binds when it trains (rl_games' A2C
+        # agents: the base's `__init__`, then a subclass's `train()`, before any collective)
+        "import os\nimport torch\nimport torch.distributed as dist\n\n\nclass A2CBase:\n"
+        "    def __init__(self, config):\n        self.local_rank = int(os.getenv('LOCAL_RANK', '0'))\n"
+        "        dist.init_process_group('nccl')\n\n\nclass DiscreteA2CBase(A2CBase):\n"
+        "    def train(self):\n        torch.cuda.set_device(self.local_rank)\n"
+        "        dist.broadcast_object_list([self.model.state_dict()], 0)\n",
     )
     INVALID = (
+        # a class of its own binds, not the object that opens the group
+        Example("import os\nimport torch\nimport torch.distributed as dist\n\n\nclass Agent:\n"
+                "    def __init__(self):\n        dist.init_process_group('nccl')\n\n\nclass Probe:\n"
+                "    def run(self):\n        torch.cuda.set_device(0)\n"),
         # a decorated function that binds nothing: the group's setup path never does
         Example("import torch\nimport torch.distributed as dist\n"
                 "def manage_process_group(func):\n    def wrapped(*args):\n        dist.init_process_group('nccl')\n"

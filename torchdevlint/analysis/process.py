@@ -450,7 +450,13 @@ class ProcessFlow:
         return found[0] if found and len(set(found)) == 1 else None
 
 
-_BINDER = re.compile(r"(?:^|_)(?:get|set|select|setup|init|bind|pin)_?(?:cuda_|gpu_|local_)?device(?:$|_)|device_setup")
+# a binder by its name: the verb and the device alone (`get_device`, `select_device`), or a
+# verb that sets it with more said after (`set_device_index`, `set_device_based_on_group`);
+# not a query (`get_device_name`, `get_device_properties`), nor another thing of the device's
+# that is set (RPC's `set_device_map`, `init_device_mesh`, `set_device_states` of RNG states)
+_BINDER = re.compile(r"(?:^|_)(?:get|set|select|setup|init|bind|pin)_?(?:cuda_|gpu_|local_)?device$"
+                     r"|(?:^|_)(?:set|select|setup|bind)_?(?:cuda_|gpu_|local_)?device_"
+                     r"(?!(?:map|mesh|states?|rng|hook|cache)(?:_|$))|device_setup")
 
 
 def _binder_name(name: str) -> bool:

@@ -123,6 +123,11 @@ class ProcessGroupWithoutDevice(Rule):
         "        dist.broadcast_object_list([self.model.state_dict()], 0)\n",
     )
     INVALID = (
+        # RPC's device map binds no device (ColossalAI's pipeline groups)
+        Example("import torch.distributed as dist\nfrom torch.distributed import rpc\n\n\n"
+                "def init(rank, world_size):\n    dist.init_process_group('nccl', rank=rank, world_size=world_size)\n"
+                "    options = rpc.TensorPipeRpcBackendOptions()\n"
+                "    options.set_device_map('worker1', {rank: rank})\n"),
         # a class of its own binds, not the object that opens the group
         Example("import os\nimport torch\nimport torch.distributed as dist\n\n\nclass Agent:\n"
                 "    def __init__(self):\n        dist.init_process_group('nccl')\n\n\nclass Probe:\n"

@@ -97,6 +97,10 @@ CONVERT_SYNC_BATCHNORM = "torch.nn.SyncBatchNorm.convert_sync_batchnorm"
 # Names that hold a configuration (``args.device``, ``opt.gpu_ids``, ``cfg.cpu``)
 CONFIG_NAMES = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "options",
                           "params", "flags", "FLAGS", "hp", "settings"})
+# frameworks with a `cuda` of their own: `tvm.target.cuda()` is TVM's compilation
+# target, not torch's implicit device (reached through the module's import)
+OTHER_FRAMEWORKS = frozenset({"tvm", "cupy", "numba", "pycuda", "jax", "tensorflow", "mxnet", "paddle",
+                              "mindspore", "oneflow", "jittor", "cuml"})
 DATA_PARALLEL = "torch.nn.parallel.DataParallel"
 MODULE = "torch.nn.Module"
 THREAD = "threading.Thread"

@@ -1267,7 +1267,13 @@ class DeviceFacts:
         a = self.a
         claimed = a.data_parallel_moves
         return {s.node: self.classify(s) for s in a.calls
-                if is_bare_cuda(s.node) and s.node not in claimed}
+                if is_bare_cuda(s.node) and s.node not in claimed and not self._other_framework(s)}
+
+    def _other_framework(self, site: CallSite) -> bool:
+        """Another framework's ``cuda``, reached through its module (TVM's
+        ``tvm.target.cuda()``, a compilation target): no torch device at all."""
+        q = site.qualname
+        return q is not None and q.split(".")[0] in N.OTHER_FRAMEWORKS
 
     def sites(self, code: str) -> List[Tuple[CallSite, Verdict]]:
         return [(self.a.site_of[node], v) for node, v in self.verdicts.items() if v.code == code]

@@ -37,7 +37,9 @@ class BareCudaCall(Rule):
         (OpenMMLab 1.x's `MMDistributedDataParallel(model.cuda(), device_ids=[...])`, or
         an arm of a conditional there: `model if next(model.parameters()).is_cuda else model.cuda()`):
         the move and the wrapper mean the current device on purpose, and whether each
-        rank bound its own is the binding's question, not this line's.
+        rank bound its own is the binding's question, not this line's. Not another
+        framework's `cuda` reached through its module (TVM's `tvm.target.cuda()`, a
+        compilation target; CuPy, Numba, JAX, TensorFlow ...): no torch device.
     """
     why = """
         `x.cuda()` moves `x` to CUDA's *current device*, which is `cuda:0` unless
@@ -126,6 +128,9 @@ class BareCudaCall(Rule):
         "        return torch.zeros(3).cuda()\n",
         "from torch.cuda import device as cuda_device\nwith cuda_device(k):\n    m.cuda()\n",
         "use_cuda = args.cuda\nif args.cuda:\n    pass\n",
+        # another framework's `cuda` (hummingbird's TVM backend: a compilation target)
+        "import torch\ndef compile_tvm(model, device):\n    import tvm\n"
+        "    target = tvm.target.cuda() if device == 'cuda' else 'llvm'\n    return target\n",
         "s = 'x.cuda()'  # a comment about .cuda()\n",
         "x = t.cuda(*args)\n",
         "x = t.to(device)\n",

@@ -78,7 +78,11 @@ class LoadWithoutMapLocation(Rule):
         `io.BytesIO(buf.getvalue())`), a ScriptModule's `m.save(p)` then
         `torch.jit.load(p)`, a `trainer.save(path=d)` then `torch.load(os.path.join(d,
         ...))`): the process
-        reads its own tensors back onto devices it has. Nor a load-or-build cache (`if
+        reads its own tensors back onto devices it has. Nor in a method of a class whose
+        every `torch.save` (in its other methods) writes from the CPU (ctgan's `save`:
+        `self.set_device(torch.device("cpu"))`, then `torch.save(self, path)`; `model.cpu()`
+        first, or `{k: v.cpu() for ...}` as it saves): what the class writes loads
+        anywhere. Nor a load-or-build cache (`if
         os.path.exists(p): x = torch.load(p)`, `else: x = build(); torch.save(x, p)`, or
         the load in a `try` and the build in its `except`): either arm leaves `x` holding
         what this code builds, where it builds it; so too where the cache returns
@@ -228,6 +232,11 @@ class LoadWithoutMapLocation(Rule):
         "        scripted.save(tmp.name)\n        return torch.jit.load(tmp.name)\n",
         "import os\nimport torch\ndef test_save(trainer, save_path):\n    trainer.save(path=save_path)\n"
         "    return torch.load(os.path.join(save_path, 'model.pt'))\n",
+        # what the class's own `save` writes from the CPU (ctgan's synthesizers)
+        "import torch\nclass BaseSynthesizer:\n    def save(self, path):\n        device_backup = self._device\n"
+        "        self.set_device(torch.device('cpu'))\n        torch.save(self, path)\n"
+        "        self.set_device(device_backup)\n\n    @classmethod\n    def load(cls, path):\n"
+        "        model = torch.load(path)\n        model.set_device(pick_device())\n        return model\n",
         # a load-or-build cache: either arm leaves the same object where this code builds it
         # (simpletransformers' tokenized features; schnetpack's neighbour lists, in a `try`)
         "import os\nimport torch\ndef load_and_cache(examples, cached_file):\n"
@@ -317,6 +326,16 @@ class LoadWithoutMapLocation(Rule):
                 "        self.device = next(model.parameters()).device\n\n    @staticmethod\n"
                 "    def load(path):\n        return torch.load(path, " + FALLBACK + ")['adv_inputs']\n\n"
                 "    def restore(self, path):\n        return torch.load(path, map_location=self.device)\n"),
+        # a class that saves from the CPU in one method and as it is in another (imagen's trainer
+        # keeps its optimizer's state where it is)
+        Example("import torch\n\n\nclass Trainer:\n    def save_weights(self, path):\n"
+                "        torch.save({k: v.cpu() for k, v in self.model.state_dict().items()}, path)\n\n"
+                "    def save(self, path):\n        torch.save({'optim': self.optim.state_dict()}, path)\n\n"
+                "    def load(self, path):\n        return torch.load(path)\n",
+                "import torch\n\n\nclass Trainer:\n    def save_weights(self, path):\n"
+                "        torch.save({k: v.cpu() for k, v in self.model.state_dict().items()}, path)\n\n"
+                "    def save(self, path):\n        torch.save({'optim': self.optim.state_dict()}, path)\n\n"
+                "    def load(self, path):\n        return torch.load(path, " + FALLBACK + ")\n"),
         # ... not a cache: the load goes into the model, the other arm saves something else
         Example(
             "import os\nimport torch\ndef cache(path):\n    if os.path.exists(path):\n"
@@ -507,7 +526,7 @@ class LoadWithoutMapLocation(Rule):
         sites = [s for s in a.calls if s.qualname in LOADERS and not _has_map_location(s.node, LOADERS[s.qualname])
                  and not _in_dataset(a, s) and not _loads_data(a, s) and not _loads_tensorless_state(a, s)
                  and not _downloads_torchvision_weights(a, s) and not _reads_test_tmp(a, s)
-                 and _saved_before(a, s) is None
+                 and _saved_before(a, s) is None and not _class_saves_from_cpu(a, s)
                  and _cache_built(a, s) is None and _cache_returned(a, s) is None]
         anchor = min((s.order for s in sites), default=0)
         for site in sites:
@@ -1238,6 +1257,61 @@ def _other_arm(a, fn, load: tuple, save: tuple) -> bool:
 
     walk(fn.node if fn is not None else a.module, Trys())
     return any(found)
+
+
+def _class_saves_from_cpu(a, site: CallSite) -> bool:
+    """A load in a method of a class whose every ``torch.save`` (in its other methods)
+    writes from the CPU: ctgan's synthesizer ``save`` does ``self.set_device(
+    torch.device("cpu"))`` then ``torch.save(self, path)``, and its ``load`` reads that
+    back; FastNLP's ``model.cpu()`` then ``torch.save(model, p)``; a ``state_dict``'s
+    tensors copied to the CPU as they are saved (``{k: v.cpu() for ...}``). What the
+    class writes holds CPU tensors, which load anywhere. Not in code that runs once per
+    rank."""
+    method = a.enclosing_method(site.scope)
+    if method is None or method.klass is None:
+        return False
+    saves = [s for s in a.calls if s.qualname in ("torch.save", "torch.serialization.save")
+             and a.enclosing_class(s.scope) is method.klass]
+    return (bool(saves) and all(a.enclosing_method(s.scope) is not method and _saved_from_cpu(a, s) for s in saves)
+            and a.devices.per_rank(site) is None)
+
+
+def _saved_from_cpu(a, save: CallSite) -> bool:
+    """Whether ``torch.save(obj, ...)`` writes ``obj`` from the CPU: ``obj`` is moved
+    there as it is saved (``m.cpu()``, ``m.to("cpu")``, ``{k: v.cpu() for k, v in
+    sd.items()}``), or earlier in the same function on the save's own path, by a call on
+    ``obj`` given nothing but the CPU (``obj.cpu()``, ``obj.to("cpu")``,
+    ``self.set_device(torch.device("cpu"))``)."""
+    arg = save.positional(0) or save.keyword("obj")
+    if arg is None:
+        return False
+    saved = arg.value.value if isinstance(arg.value, cst.DictComp) else arg.value
+    if _moves_to_cpu(saved):
+        return True
+    if not isinstance(saved, (cst.Name, cst.Attribute)):
+        return False
+    fn, code = a.enclosing_function(save.scope), a.code(saved)
+    return any(m.order < save.order and a.enclosing_function(m.scope) is fn and save.cond[:len(m.cond)] == m.cond
+               and _moves_to_cpu(m.node) and a.code(m.node.func.value) == code  # type: ignore[attr-defined]
+               for m in a.calls)
+
+
+def _moves_to_cpu(expr: cst.BaseExpression) -> bool:
+    """``x.cpu()``, or a method of ``x`` given only the CPU (``x.to("cpu")``,
+    ``x.set_device(torch.device("cpu"))``)."""
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return False
+    if expr.func.attr.value == "cpu":
+        return not expr.args
+    return len(expr.args) == 1 and expr.args[0].keyword is None and _is_cpu(expr.args[0].value)
+
+
+def _is_cpu(expr: cst.BaseExpression) -> bool:
+    """``"cpu"``, or ``torch.device("cpu")``."""
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value == "cpu"
+    return (isinstance(expr, cst.Call) and dotted_name(expr.func).rsplit(".", 1)[-1] == "device"
+            and len(expr.args) == 1 and _is_cpu(expr.args[0].value))
 
 
 def _saved_before(a, site: CallSite) -> Optional[CallSite]:

@@ -49,9 +49,11 @@ class LoadWithoutMapLocation(Rule):
         through this file's classes): what a dataset loads is
         the data its items are cut from, statistics or a preprocessed cache, which
         DataLoader workers index in other processes, where CUDA tensors cannot go: CPU
-        tensors, saved from the CPU. Nor a load named as data: a vocabulary or a corpus
-        in its path or the name it binds (`vocab = torch.load(opt.data + '.vocab.pt')`,
-        `corpus_dict = torch.load(corpus_file)`), a dataset in the name it binds
+        tensors, saved from the CPU. Nor a load named as data: a vocabulary, a corpus or
+        a dataset's preprocessed files (torchvision's and PyG's `processed_folder`,
+        `processed_paths`, a `processed/` folder) in its path or the name it binds (`vocab =
+        torch.load(opt.data + '.vocab.pt')`, `corpus_dict = torch.load(corpus_file)`), a
+        dataset in the name it binds
         (`dataset = torch.load(shard)`) or in the file its path names (`cache_dir /
         "train_dataset"`, `dev_dataset_path`; not a folder: `dataset_dir`):
         preprocessing builds those on the CPU. Nor a
@@ -267,6 +269,9 @@ class LoadWithoutMapLocation(Rule):
         "    return existing_fields\n",
         "import torch\ndef shards(paths):\n    for path in paths:\n        dataset = torch.load(path)\n"
         "        yield from dataset.examples\n",
+        # ... or a dataset's preprocessed files, by torchvision's name (catalyst's MovieLens tests)
+        "import os\nimport torch\ndef test_reading(processed_folder='data/MovieLens/processed'):\n"
+        "    assert torch.load(os.path.join(processed_folder, 'test.pt')).size() == torch.Size([943, 1682])\n",
         # ... or in the file the path names (FARM's cached splits)
         "import torch\nclass DataSilo:\n    def _load_dataset_from_cache(self, cache_dir):\n"
         "        self.data['train'] = torch.load(cache_dir / 'train_dataset')\n"
@@ -870,14 +875,17 @@ def _in_dataset(a, site: CallSite) -> bool:
     return False
 
 
-# what names a load as data rather than a checkpoint: in its path or the name it binds
-_DATA_WORDS = re.compile(r"vocab|corpus", re.IGNORECASE)
+# what names a load as data rather than a checkpoint: in its path or the name it binds; a
+# dataset's preprocessed files by torchvision's and PyG's names (`processed_folder`,
+# `self.processed_paths[0]`, catalyst's MovieLens tests: "data/MovieLens/processed")
+_DATA_WORDS = re.compile(r"vocab|corpus|processed(?:_(?:folder|dir|paths?|file_names?)\b|/)", re.IGNORECASE)
 # ... and, in the name it binds only (a dataset's folder may hold a checkpoint), a dataset
 _DATASET_NAME = re.compile(r"(?:^|_)datasets?$", re.IGNORECASE)
 
 
 def _loads_data(a, site: CallSite) -> bool:
-    """Whether what the load reads is named as data: a vocabulary or a corpus in its
+    """Whether what the load reads is named as data: a vocabulary, a corpus or a
+    dataset's preprocessed files (``processed_folder``) in its
     path or in the name it binds (OpenNMT's ``vocab = torch.load(opt.data +
     '.vocab.pt')``, pytorch-pretrained-bert's ``corpus_dict``), a dataset in the name
     it binds (OpenNMT's shards: ``dataset = torch.load(path)``) or in the file its path

@@ -46,7 +46,8 @@ class LoadWithoutMapLocation(Rule):
         `**kwargs` that could carry it. Not in the methods of a dataset class (one
         named `...Dataset`, as OGB's `LinkPropPredDataset(object)`, or with a base so
         named: `torch.utils.data.Dataset`, `FairseqDataset`, `VisionDataset`, here or
-        through this file's classes): what a dataset loads is
+        through this file's classes), nor in a private helper of the module that only
+        such methods call (`_try_load(path)`): what a dataset loads is
         the data its items are cut from, statistics or a preprocessed cache, which
         DataLoader workers index in other processes, where CUDA tensors cannot go: CPU
         tensors, saved from the CPU. Nor a load named as data: a vocabulary, a corpus or
@@ -198,6 +199,12 @@ class LoadWithoutMapLocation(Rule):
         "import torch\ndef load_optimizer(optimizer, index):\n"
         "    saved_param_groups = torch.load(index.param_group_path)\n"
         "    optimizer.load_param_groups(saved_param_groups)\n",
+        # a private helper only the file's dataset methods call (Lightning's test MNIST)
+        "import os\nimport torch\nfrom torch.utils.data import Dataset\n\n\ndef _try_load(path, trials=30):\n"
+        "    for _ in range(trials):\n        try:\n            return torch.load(path)\n"
+        "        except Exception:\n            continue\n\n\nclass MNIST(Dataset):\n"
+        "    def __init__(self, root):\n"
+        "        self.data, self.targets = _try_load(os.path.join(root, 'training.pt'))\n",
         # through a generic base of this file's (pykeen's `OGBWikiKG2(OGBLoader[TrainDict, EvalDict])`)
         "import torch\nfrom typing import Generic, TypeVar\nfrom pykeen.datasets.base import LazyDataset\n"
         "T = TypeVar('T')\nclass OGBLoader(LazyDataset, Generic[T]):\n    pass\n"
@@ -295,6 +302,13 @@ class LoadWithoutMapLocation(Rule):
                 "    optimizer.load_state_dict(torch.load(os.path.join(checkpoint, 'optimizer.pt'), "
                 "map_location=\"cpu\"))\n"
                 "    scheduler.load_state_dict(torch.load(os.path.join(checkpoint, 'scheduler.pt')))\n"),
+        # ... not a public helper, which other modules may call with a checkpoint
+        Example("import torch\nfrom torch.utils.data import Dataset\n\n\ndef try_load(path):\n"
+                "    return torch.load(path)\n\n\nclass MNIST(Dataset):\n"
+                "    def __init__(self, path):\n        self.data = try_load(path)\n",
+                "import torch\nfrom torch.utils.data import Dataset\n\n\ndef try_load(path):\n"
+                "    return torch.load(path, " + FALLBACK + ")\n\n\nclass MNIST(Dataset):\n"
+                "    def __init__(self, path):\n        self.data = try_load(path)\n"),
         # ... but not a checkpoint kept in a dataset's folder
         Example("import os\nimport torch\ndef resume(args):\n"
                 "    ckpt = torch.load(os.path.join(args.dataset, 'model.pt'))\n    return ckpt['model']\n",
@@ -872,7 +886,19 @@ def _in_dataset(a, site: CallSite) -> bool:
                                                  for b in klass.bases):
             return True
         todo.extend(p for p in (a.local_class(b, klass.outer) for b in klass.bases) if p is not None)
-    return False
+    return _dataset_helper(a, site)
+
+
+def _dataset_helper(a, site: CallSite) -> bool:
+    """Whether the load is in a private helper of the module (``_try_load``, a function
+    outside any class, its name led by ``_``) that only dataset methods of this file
+    call (Lightning's test MNIST: ``_try_load(os.path.join(self.cached_folder_path,
+    ...))``, a retry around ``torch.load``)."""
+    fn = a.enclosing_function(site.scope)
+    if fn is None or not fn.name.startswith("_") or a.enclosing_method(site.scope) is not None:
+        return False
+    callers = [s for s in a.calls if (c := a.process.callee(s)) is not None and c.node is fn.node]
+    return bool(callers) and all(a.enclosing_class(s.scope) is not None and _in_dataset(a, s) for s in callers)
 
 
 # what names a load as data rather than a checkpoint: in its path or the name it binds; a

@@ -595,8 +595,14 @@ class DeviceFacts:
         base class elsewhere sets it, or it is a property (Lightning's and Hugging Face's
         modules, BasicSR's models), and the class relies on it. Not in ``__init__``, where
         the base may not have set it yet (a Hugging Face model's ``device`` reads
-        parameters not made yet), nor where there is no ``self``."""
+        parameters not made yet), nor where there is no ``self``. Nor for ``self.cuda()``
+        itself: such a ``device`` tells where the object is now (dalle2's decoder reads it
+        from a buffer of its own), and moving the object there would leave it in place
+        (its ``one_unet_in_gpu`` moves itself to the GPU on purpose)."""
         a = self.a
+        receiver = site.node.func.value if isinstance(site.node.func, cst.Attribute) else None
+        if isinstance(receiver, cst.Name) and receiver.value == "self":
+            return None
         moved_to, assigned = self._self_device_classes(name)
         line = a.first_line(klass.node)
         if line not in moved_to or line in assigned:

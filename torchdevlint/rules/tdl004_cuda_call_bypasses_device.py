@@ -25,7 +25,8 @@ class CudaCallBypassesDevice(Rule):
         to (`.to(self.device)`, `device=self.device`) without assigning it in this
         file (a base class elsewhere sets it, or it is a property: BasicSR's models,
         Lightning's and Hugging Face's modules; not in `__init__`, where the base may
-        not have set it yet), or `args.device` / `opt.device` already in use. A device
+        not have set it yet, nor for `self.cuda()`, the object moving itself: such a
+        `device` is where it is now), or `args.device` / `opt.device` already in use. A device
         that is exactly the current one (`torch.device("cuda")`) is not a choice that
         `.cuda()` ignores: that is TDL001's safe rewrite. Nor is one chosen on a test
         (`torch.device("cuda") if cuda else torch.device("cpu")`, or the same as an
@@ -62,6 +63,12 @@ class CudaCallBypassesDevice(Rule):
         "import torch\ndef f(x, device=None):\n    return torch.zeros(1).cuda()\n",
         "import torch\nx = torch.zeros(1).cuda()\ndevice = torch.device('cuda:1')\n",
         "import torch\nfor device in devices:\n    pass\nx = torch.zeros(1).cuda()\n",
+        # the object moving itself: a `device` read from its own buffer is where it is now, and
+        # `self.to(self.device)` would leave it there (dalle2's decoder; TDL001's)
+        "import torch\nfrom contextlib import contextmanager\n\n\nclass Decoder(torch.nn.Module):\n"
+        "    @property\n    def device(self):\n        return self._dummy.device\n\n"
+        "    def sample(self, n):\n        return torch.randn(n, device=self.device)\n\n"
+        "    @contextmanager\n    def on_gpu(self):\n        self.cuda()\n        yield\n",
         # what a helper that moves something gives is no device (TDL001's)
         "import torch\nfrom helpers import to_device\n\n\nclass Trainer:\n    def __init__(self, batch):\n"
         "        self.device = to_device(batch)\n\n    def step(self):\n        return torch.zeros(1).cuda()\n",

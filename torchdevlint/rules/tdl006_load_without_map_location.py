@@ -1319,7 +1319,9 @@ def _saved_from_cpu(a, save: CallSite) -> bool:
     arg = save.positional(0) or save.keyword("obj")
     if arg is None:
         return False
-    saved = arg.value.value if isinstance(arg.value, cst.DictComp) else arg.value
+    if isinstance(arg.value, cst.DictComp):
+        return _moves_to_cpu(arg.value.value)
+    saved = arg.value
     if _moves_to_cpu(saved):
         return True
     if not isinstance(saved, (cst.Name, cst.Attribute)):

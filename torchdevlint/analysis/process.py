@@ -155,8 +155,7 @@ class ProcessFlow:
         """``klass``, the classes of this file it derives from, and those that derive
         from it (transitively; not its siblings: no object is of both)."""
         a = self.a
-        parents = {c.node: [p for p in (a.local_class(b, c.outer) for b in c.bases) if p is not None]
-                   for c in a.classes}
+        parents = {c.node: a.local_parents(c) for c in a.classes}
         children: Dict[object, List[ClassInfo]] = {}
         for c in a.classes:
             for p in parents[c.node]:

@@ -362,9 +362,8 @@ class ReceiversMixin:
         seen.add(klass.node)
         methods = klass.methods
         out = [(v, methods[m].scope if m in methods else klass.scope) for v, m, _ in klass.self_attr_sets.get(attr, ())]
-        for base in klass.bases:
-            parent = self.local_class(base, klass.outer)
-            if parent is not None and parent.node not in seen:
+        for parent in self.local_parents(klass):
+            if parent.node not in seen:
                 out += self._self_attr_values(parent, attr, seen)
         return out
 

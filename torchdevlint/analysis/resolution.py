@@ -116,14 +116,17 @@ class ResolutionMixin:
                 return next((c for c in self.classes if c.node is b.value), None)
         return None
 
+    def local_parents(self, klass: ClassInfo) -> List[ClassInfo]:
+        """The classes of this file that ``klass`` names as its bases, in order."""
+        return [p for p in (self.local_class(b, klass.outer) for b in klass.bases) if p is not None]
+
     def method(self, klass: ClassInfo, name: str, _seen=None) -> Optional[FunctionInfo]:
         if name in klass.methods:
             return klass.methods[name]
         seen = _seen or set()
         seen.add(klass.node)
-        for base in klass.bases:
-            parent = self.local_class(base, klass.outer)
-            if parent is not None and parent.node not in seen:
+        for parent in self.local_parents(klass):
+            if parent.node not in seen:
                 found = self.method(parent, name, seen)
                 if found:
                     return found

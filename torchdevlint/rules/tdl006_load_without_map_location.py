@@ -885,7 +885,7 @@ def _in_dataset(a, site: CallSite) -> bool:
         if klass.name.endswith("Dataset") or any(a.code(b).rsplit(".", 1)[-1].endswith("Dataset")
                                                  for b in klass.bases):
             return True
-        todo.extend(p for p in (a.local_class(b, klass.outer) for b in klass.bases) if p is not None)
+        todo.extend(a.local_parents(klass))
     return _dataset_helper(a, site)
 
 

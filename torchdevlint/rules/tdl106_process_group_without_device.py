@@ -38,8 +38,11 @@ class ProcessGroupWithoutDevice(Rule):
         `with torch.cuda.device(...)` block, a per-process `CUDA_VISIBLE_DEVICES`
         assignment, or a helper whose name says it binds one (`select_device`,
         `setup_device` ...). Quiet when the backend is computed elsewhere (unknowable
-        here), when `**kwargs` may carry `device_id`, and for a group of one process
-        (`world_size=1`: no other rank shares GPU 0 with it).
+        here), when `**kwargs` may carry `device_id`, for a group of one process
+        (`world_size=1`: no other rank shares GPU 0 with it), and where the function
+        hands the local rank back (returns it) and nothing in this file calls it: a
+        helper whose caller, in another file, binds that rank next (NCCL builds the
+        communicator at the first collective, not at this call).
     """
     why = """
         NCCL builds each rank's communicator on the current device. A rank that never
@@ -121,6 +124,13 @@ class ProcessGroupWithoutDevice(Rule):
         "        dist.init_process_group('nccl')\n\n\nclass DiscreteA2CBase(A2CBase):\n"
         "    def train(self):\n        torch.cuda.set_device(self.local_rank)\n"
         "        dist.broadcast_object_list([self.model.state_dict()], 0)\n",
+        # a helper hands the local rank to a caller in another file, which binds it next
+        # (mace's `init_distributed(args)`, then `torch.cuda.set_device(local_rank)`)
+        "import os\nimport torch\n\n\ndef init_distributed(args):\n    if not args.distributed:\n"
+        "        return 0, 0, 1\n    rank = int(os.environ['RANK'])\n"
+        "    local_rank = int(os.environ['LOCAL_RANK'])\n"
+        "    torch.distributed.init_process_group(backend='nccl', init_method='env://')\n"
+        "    return rank, local_rank, int(os.environ['WORLD_SIZE'])\n",
     )
     INVALID = (
         # RPC's device map binds no device (ColossalAI's pipeline groups)
@@ -128,6 +138,14 @@ class ProcessGroupWithoutDevice(Rule):
                 "def init(rank, world_size):\n    dist.init_process_group('nccl', rank=rank, world_size=world_size)\n"
                 "    options = rpc.TensorPipeRpcBackendOptions()\n"
                 "    options.set_device_map('worker1', {rank: rank})\n"),
+        # the helper hands the rank back, but its caller in this file binds nothing
+        Example("import os\nimport torch.distributed as dist\n\n\ndef init():\n"
+                "    local_rank = int(os.environ['LOCAL_RANK'])\n    dist.init_process_group('nccl')\n"
+                "    return local_rank\n\n\ndef main():\n    rank = init()\n    dist.barrier()\n",
+                "import os\nimport torch.distributed as dist\nimport torch\n\n\ndef init():\n"
+                "    local_rank = int(os.environ['LOCAL_RANK'])\n"
+                "    dist.init_process_group('nccl', device_id=torch.device(\"cuda\", local_rank))\n"
+                "    return local_rank\n\n\ndef main():\n    rank = init()\n    dist.barrier()\n"),
         # a class of its own binds, not the object that opens the group
         Example("import os\nimport torch\nimport torch.distributed as dist\n\n\nclass Agent:\n"
                 "    def __init__(self):\n        dist.init_process_group('nccl')\n\n\nclass Probe:\n"
@@ -254,7 +272,7 @@ class ProcessGroupWithoutDevice(Rule):
             expr = backend.value if backend is not None else None
             if not self._is_nccl(ctx, expr, site):
                 continue
-            if flow.binds_device_in(flow.setup_path(site)):
+            if flow.binds_device_in(flow.setup_path(site)) or _rank_handed_back(a, site):
                 continue
             yield ctx.violation(
                 site.node,
@@ -332,3 +350,22 @@ def _one_process(site: CallSite) -> bool:
     SyncBatchNorm on a single GPU): no other rank to share GPU 0 with."""
     size = site.keyword("world_size")
     return size is not None and isinstance(size.value, cst.Integer) and size.value.evaluated_value == 1
+
+
+def _rank_handed_back(a, site: CallSite) -> bool:
+    """The call's function returns the local rank (alone or in a tuple) and nothing in
+    this file calls it: binding is its caller's, in a file this one cannot see (mace's
+    ``init_distributed(args)`` returns ``(rank, local_rank, world_size)`` and
+    ``run_train.py`` calls ``torch.cuda.set_device(local_rank)`` next)."""
+    flow = a.process
+    fn = flow.owner(site)
+    if fn is None or flow.reach({fn.node}, upward=True) != {fn.node}:
+        return False  # module-level code, or a caller here: its path was read
+    rank = flow.local_rank_expr(site)
+    if rank is None:
+        return False
+    for value in fn.returns:
+        parts = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+        if any(p is not None and a.code(p) == rank for p in parts):
+            return True
+    return False

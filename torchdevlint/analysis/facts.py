@@ -366,6 +366,19 @@ def definitely_bound(conds: List[Tuple[Tuple[int, str], ...]], site: Tuple[Tuple
     return any(covered(site[:k]) for k in range(len(site) + 1))
 
 
+def exclusive(first: Tuple[Tuple[int, str], ...], second: Tuple[Tuple[int, str], ...]) -> bool:
+    """Whether code under branches ``first`` and code under ``second`` (as
+    ``CallSite.cond``, of one scope) never both run in one pass: they part in the two arms
+    of one ``if`` (an ``elif`` is an ``if`` in the ``orelse``), and no loop around that
+    ``if`` runs it again."""
+    for x, y in zip(first, second):
+        if x != y:
+            return x[0] == y[0] and {x[1], y[1]} == {"body", "orelse"}
+        if x[1] == "loop":
+            return False  # the next iteration may take the other arm
+    return False
+
+
 def _function_scope(scope: Scope) -> Optional[Scope]:
     current: Optional[Scope] = scope
     while current is not None and not current.is_function:

@@ -14,6 +14,7 @@ from .facts import (  # noqa: F401
     Scope,
     _function_scope,
     _int_list,
+    exclusive,
     is_bare_cuda,
 )
 
@@ -60,8 +61,9 @@ class ParallelMixin:
         target_code = self.code(target)
         parent_code = self.code(target.value) if isinstance(target, cst.Attribute) else None
         for site in cuda_sites:
-            if site.order <= wrap.end_order or not self._same_owner(site.scope, wrap.scope, target):
-                continue
+            if (site.order <= wrap.end_order or not self._same_owner(site.scope, wrap.scope, target)
+                    or exclusive(site.cond, wrap.cond)):
+                continue  # (the other arm of an `if`: it moves the unwrapped module)
             receiver = self.code(site.node.func.value)  # type: ignore[union-attr]
             if receiver == target_code:
                 yield site, "later"

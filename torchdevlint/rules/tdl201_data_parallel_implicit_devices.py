@@ -30,8 +30,9 @@ class DataParallelImplicitDevices(Rule):
         `torch.nn.parallel.DataParallel`, any alias, or a subclass defined in the file)
         without `device_ids`, whose result is moved with `.cuda()`: chained
         (`DP(m).cuda()`), in a later statement on the same name or attribute
-        (`self.model = DP(self.model)` ... `self.model.cuda()`), or through the parent
-        module (`model.features = DP(model.features); model.cuda()`). Also literal
+        (`self.model = DP(self.model)` ... `self.model.cuda()`, not in the other arm of the
+        `if` that wraps), or through the parent module (`model.features =
+        DP(model.features); model.cuda()`). Also literal
         `device_ids` while the module is moved to the current device
         (`DP(m, device_ids=[1, 2]).cuda()`). Not `DistributedDataParallel`, nor a wrapper
         whose `device_ids` the program computes.
@@ -78,8 +79,16 @@ class DataParallelImplicitDevices(Rule):
         "from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model).cuda()\n",
         "class MyDataParallel:\n    pass\nmodel = MyDataParallel(model).cuda()\n",
         "import torch.nn as nn\nmodel = nn.DataParallel(model.cuda())\n",
+        # the `.cuda()` in the other arm moves the unwrapped module (openprompt's model_to_device)
+        "import torch\n\n\ndef model_to_device(model, config):\n    if config.num_gpus > 1:\n"
+        "        device = 'cuda:{}'.format(config.local_rank)\n"
+        "        model = torch.nn.DataParallel(model.to(device), output_device=device)\n"
+        "    elif config.num_gpus > 0:\n        model = model.cuda()\n    return model\n",
     )
     INVALID = (
+        # after the `if` that wraps, the move takes the wrapper on that path (display: a library)
+        Example("import torch\nimport torch.nn as nn\n\n\ndef to_device(model, n):\n    if n > 1:\n"
+                "        model = nn.DataParallel(model)\n    model.cuda()\n    return model\n", None),
         Example(
             "import torch\nimport torch.nn as nn\nmodel = nn.DataParallel(nn.Linear(2, 2)).cuda()\n",
             "import torch\nimport torch.nn as nn\n"

@@ -52,6 +52,10 @@ EXPECTATIONS = {
     "tdl003/spawn_worker.py": {"fixed_runs_on_cpu": False},
     "tdl003/torchrun_literal_device.py": {"fixed_runs_on_cpu": False},
     "tdl003/build_then_bind.py": {"fixed_runs_on_cpu": False},
+    # the legacy type converts only where the chunk's device is a GPU (neural-style's
+    # ModelParallel): it ran on CPU before too; with two GPUs the original feeds the
+    # second chunk from cuda:0, the rewrite from the chunk's own device
+    "tdl005/model_parallel_chunks.py": {"original_fails_on_cpu": False, "fixes_placement": True},
     # the aliases and `.cuda()` calls follow a `cuda = torch.cuda.is_available()` flag:
     # the script ran on CPU before too; the simulator shows the same placement after
     "tdl005/cgan_alias_idiom.py": {"original_fails_on_cpu": False},

@@ -497,7 +497,29 @@ class DeviceFacts:
                       else self._used_self_device(klass, name, site))
         if choice is None:
             choice = self._config_device(site)
+        if choice is None:
+            choice = self._guard_device(site)
         return None if choice is None or self._spelled_as_word(choice.code) else choice
+
+    def _guard_device(self, site: CallSite) -> Optional[DeviceChoice]:
+        """The device an enclosing ``if`` finds on a GPU, innermost first: ``if "cuda" in
+        self.device_list[i]:`` (neural-style's per-layer placement), ``if d.type ==
+        "cuda":``, ``if "cuda" in str(d):``: the code's own name for the GPU it means
+        there. ``"cuda" in d`` only where ``d`` is one device (an item, or a name that
+        says device: not a list of backends); not a tensor's ``.is_cuda`` (the input's
+        device is ``forward_input``'s and ``input_device``'s to name)."""
+        for header in self.guard_tests(site):
+            for conjunct in _conjuncts(header.split(None, 1)[1].rstrip().rstrip(":").strip()) or ():
+                if re.search(r"\bnot\b", conjunct) or _CUDA_TENSOR_TEST.fullmatch(conjunct):
+                    continue
+                device = cuda_tested(conjunct)
+                if device is None or device in _CONFIG_NAMES:
+                    continue
+                plain_in = re.fullmatch(r"""['"]cuda['"]\s+in\s+(?!str\().+""", conjunct) is not None
+                if plain_in and not (device.endswith("]") or re.search(r"dev(?:ice)?$", device)):
+                    continue
+                return DeviceChoice(device, False, f"the device `{device}` this `if` tests")
+        return None
 
     def _spelled_as_word(self, code: str) -> bool:
         """Whether the file compares ``code`` with, or sets it to, a string that names no

@@ -76,7 +76,10 @@ class LegacyCudaTensorType(Rule):
         a library module, where the fix spells `device="cuda"`) the rewrite is exactly
         the old behaviour: **safe**; in a library module's function `fix --unsafe-fixes`
         defines the device there instead, with the CPU fallback (**unsafe**; as TDL001).
-        With another device in scope it is **unsafe**. When
+        With another device in scope it is **unsafe**; where that device is the code's
+        own and the call makes no definition (`args.device`, the device an enclosing
+        `if "cuda" in self.device_list[i]:` tests, neural-style's per-chunk placement),
+        `fix` alone spells `"cuda"` (safe: the current device, as the CUDA type used). When
         nothing names a device, a script gets one definition where it starts, shared
         with TDL001: `fix` defines `torch.device("cuda")` (**safe**: the current device,
         as the CUDA type used), `fix --unsafe-fixes` the CPU fallback (**unsafe**: that is
@@ -369,6 +372,19 @@ class LegacyCudaTensorType(Rule):
                 "    x = T(*s)\n",
                 'import torch\ndevice = torch.device("cuda" if cuda and torch.cuda.is_available() else "cpu")\n'
                 "for s in shapes:\n    x = torch.FloatTensor(*s).to(device)\n"),
+        # the device the guard tests (neural-style's ModelParallel): the chunk's, not the current one
+        Example("import torch\n\n\nclass Split:\n    def c(self, x, i):\n"
+                "        if x.type() == 'torch.FloatTensor' and 'cuda' in self.device_list[i]:\n"
+                "            x = x.type('torch.cuda.FloatTensor')\n        return x\n",
+                "import torch\n\n\nclass Split:\n    def c(self, x, i):\n"
+                "        if x.type() == 'torch.FloatTensor' and 'cuda' in self.device_list[i]:\n"
+                "            x = x.to(self.device_list[i], torch.float32)\n        return x\n"),
+        # ... not a list of backends that holds "cuda"
+        Example("import torch\n\n\ndef c(x, backends):\n    if 'cuda' in backends:\n"
+                "        x = x.type('torch.cuda.FloatTensor')\n    return x\n",
+                "import torch\n\n\ndef c(x, backends):\n"
+                "    device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+                "    if 'cuda' in backends:\n        x = x.to(device, torch.float32)\n    return x\n"),
         # used otherwise, or with named arguments: display
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nmake(T)\n"),
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor kw in shapes:\n"
@@ -612,6 +628,11 @@ class LegacyCudaTensorType(Rule):
             return ctx.guarded(ctx.defined_device_fix(
                 applicability, message, f'Use {what} (`{device} = torch.device("cuda")` defined where the script '
                 "starts: the current device, as the CUDA type used)", edits, anchor, (edit,), device))
+        if applicability is Applicability.UNSAFE and not edits:  # the code's own device, maybe not the
+            # current one (`if "cuda" in self.device_list[i]:`): `fix` alone keeps "cuda"
+            exact, same = rewrite('"cuda"')
+            return ctx.guarded(Fix(applicability, message, (edit,), safe=Fix(
+                Applicability.SAFE, f"Use {same} (the current device, as the CUDA type used)", (exact,))))
         return ctx.guarded(Fix(applicability, message, tuple(edits) + (edit,)))
 
     def _on_named_device(self, ctx: Context, site: CallSite, dtype: str, torch: str, device: cst.Arg) -> Fix:

@@ -385,3 +385,19 @@ def test_a_cached_weight_moved_beside_a_tested_input_is_not_called_new():
     assert weight.message.startswith("`.cuda()` moves this tensor to") and "`inputs`" in weight.message
     assert param.message.startswith("`.cuda()` moves this tensor to")
     assert made.message.startswith("`.cuda()` moves this new tensor to")
+
+
+@pytest.mark.parametrize("test, safe", [
+    ("self.device == 'cuda'", True),  # the string "cuda" itself: `.to(self.device)` is `.cuda()`
+    ("'cuda' == self.device", True),
+    ("self.device.type == 'cuda'", False),  # a CUDA device, maybe cuda:1
+    ("'cuda' in str(self.device)", False),
+])
+def test_the_device_a_guard_tests_is_exact_only_where_it_equals_cuda(test, safe):
+    text = ("import torch\n\n\nclass Probe:\n    def build(self):\n"
+            f"        if {test}:\n            return torch.nn.Linear(2, 2).cuda()\n")
+    [found] = findings(text)
+    assert found.code == "TDL001"
+    assert found.fix.applicability.value == ("safe" if safe else "unsafe")
+    assert ".to(self.device)" in fixed(text, unsafe=True)
+    assert fixed(text, unsafe=False) == (text.replace(".cuda()", ".to(self.device)") if safe else text)

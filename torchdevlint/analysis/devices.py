@@ -518,7 +518,7 @@ class DeviceFacts:
                 plain_in = re.fullmatch(r"""['"]cuda['"]\s+in\s+(?!str\().+""", conjunct) is not None
                 if plain_in and not (device.endswith("]") or re.search(r"dev(?:ice)?$", device)):
                     continue
-                return DeviceChoice(device, False, f"the device `{device}` this `if` tests")
+                return DeviceChoice(device, _equals_cuda(conjunct, device), f"the device `{device}` this `if` tests")
         return None
 
     def _spelled_as_word(self, code: str) -> bool:
@@ -541,7 +541,8 @@ class DeviceFacts:
         kinds = {b.kind for b in bindings}
         if kinds == {"param"}:
             if self._guarded_cuda(site, name):  # `if device == "cuda":`, whatever its default
-                return DeviceChoice(name, False, f"the `{name}` parameter, a CUDA device under this `if`")
+                return DeviceChoice(name, self._guarded_cuda(site, name, equal=True),
+                                    f"the `{name}` parameter, a CUDA device under this `if`")
             fn = owner.function
             default = fn.default(name) if fn is not None else None
             if default is not None and not self.is_device_value(default, owner):
@@ -1267,14 +1268,16 @@ class DeviceFacts:
                 out.append((site, node, f"device={a.code(node)}" if isinstance(node, cst.Integer) else a.code(node)))
         return out
 
-    def _guarded_cuda(self, site: CallSite, device: str) -> bool:
+    def _guarded_cuda(self, site: CallSite, device: str, equal: bool = False) -> bool:
         """Under ``if device == "cuda":`` (or ``device.type == "cuda"``, ``"cuda" in
         str(device)``, one of the test's ``and`` conjuncts) a bare ``.cuda()`` is what the
-        chosen device says."""
+        chosen device says. ``equal``: under ``device == "cuda"`` itself, where
+        ``.to(device)`` is exactly ``.cuda()`` (not ``cuda:1``)."""
         device = "".join(device.split())
         for header in self.guard_tests(site):
             conjuncts = _conjuncts(header.split(None, 1)[1].rstrip().rstrip(":").strip())
-            if conjuncts is not None and any(cuda_tested(c) == device for c in conjuncts):
+            if conjuncts is not None and any(cuda_tested(c) == device and (not equal or _equals_cuda(c, device))
+                                             for c in conjuncts):
                 return True
         return False
 
@@ -1392,6 +1395,13 @@ _CUDA_DEVICE_TESTS = tuple(re.compile(p) for p in (
     r"""(.+?)(?:\.type)?\s*==\s*['"]cuda['"]""", r"""['"]cuda['"]\s*==\s*(.+?)(?:\.type)?""",
     r"""['"]cuda['"]\s+in\s+str\(\s*(.+?)\s*\)""", r"""['"]cuda['"]\s+in\s+(.+?)(?:\.type)?"""))
 _CUDA_TENSOR_TEST = re.compile(r"\(?\s*(.+?)\.is_cuda\s*\)?")
+
+
+def _equals_cuda(conjunct: str, device: str) -> bool:
+    """Whether the conjunct is ``device == "cuda"`` (either way round): the device is
+    the string ``"cuda"``, and ``.to(device)`` is exactly ``.cuda()``."""
+    flat = "".join(conjunct.split())
+    return any(flat == form.format(device, q) for form in ("{0}=={1}cuda{1}", "{1}cuda{1}=={0}") for q in "'\"")
 
 
 def cuda_tested(conjunct: str) -> Optional[str]:

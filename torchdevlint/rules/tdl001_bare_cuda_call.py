@@ -64,7 +64,11 @@ class BareCudaCall(Rule):
         `memory_format`. It is **safe** only when the device named in scope is provably
         the current device (`device = torch.device("cuda")`: it resolves at call time,
         exactly like `.cuda()`) and the receiver is provably a torch tensor or module.
-        Inside `forward` of an `nn.Module` it uses the first input's `.device`
+        Under a test of a device the code names (`if self.device == "cuda":`, `if
+        args.device.type == "cuda":`, `if "cuda" in self.device_list[i]:`) it names that
+        device: **safe** only where the test makes it the string `"cuda"` itself, else
+        **unsafe** (`cuda:1` passes `.type == "cuda"`). Inside `forward` of an `nn.Module`
+        it uses the first input's `.device`
         (**unsafe**: the input may be elsewhere), or, where the body unpacks that input
         (`loc_data, conf_data = predictions`: a tuple has no device), the first tensor
         unpacked from it; not where it moves that very input (`obs = obs.cuda()`,
@@ -423,8 +427,10 @@ class BareCudaCall(Rule):
             # unsafe whatever the receiver (the input's device): the whole-run index, which
             # can prove a receiver, cannot help (not worth a pass)
             settled = forward is not None
-            if verdict.device is not None:  # an exact current device in scope
+            if verdict.device is not None:  # a device in scope, exact or under a test that makes it CUDA
                 device_code = verdict.device.code
+                if not verdict.device.exact:  # (`if d.type == "cuda":`: d may be cuda:1)
+                    reasons.insert(0, f"{verdict.device.why} may not be the current device")
                 applicability = Applicability.UNSAFE if reasons else Applicability.SAFE
             elif forward is not None:  # library-safe: no definition, the input's device
                 device_code = forward.code

@@ -4,7 +4,7 @@ name is bound to."""
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Set, Tuple
+from typing import List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -299,13 +299,14 @@ class ReceiversMixin:
     def value_set_before(self, expr: cst.BaseExpression, site, fn) -> Optional[cst.BaseExpression]:
         """What an attribute chain (``self.trainer.root_gpu``) was set to by the function
         ``fn`` itself, straight before the statement of ``site``: the nearest assignment
-        to the same chain among the statements of ``fn``'s own body that precede it, with
-        no other statement between that mentions the chain. None otherwise (the
-        statement is not at ``fn``'s top level, the chain is set elsewhere: another
-        object's attribute holds anything)."""
+        to the same chain among the statements of its block that precede it, or an
+        ``assert <chain> == <value>`` there (Lightning's Horovod training: ``assert
+        self.root_gpu == hvd.local_rank()``, then ``set_device(self.root_gpu)``), with no
+        other statement between that mentions the chain. None otherwise (the chain is
+        set elsewhere: another object's attribute holds anything)."""
         if not isinstance(expr, cst.Attribute) or not isinstance(fn.node.body, cst.IndentedBlock):
             return None  # (a lambda's body, a one-line def's suite)
-        body = fn.node.body.body
+        body = _block_holding(fn.node.body, site.line)
         at = next((i for i, stmt in enumerate(body) if stmt is site.line), None)
         chain = self.code(expr)
         for stmt in reversed(body[:at] if at is not None else ()):
@@ -314,6 +315,14 @@ class ReceiversMixin:
                     if (isinstance(small, cst.Assign) and len(small.targets) == 1
                             and self.code(small.targets[0].target) == chain):
                         return small.value
+                    test = small.test if isinstance(small, cst.Assert) else None
+                    if (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+                            and isinstance(test.comparisons[0].operator, cst.Equal)):
+                        left, right = test.left, test.comparisons[0].comparator
+                        if self.code(left) == chain:
+                            return right
+                        if self.code(right) == chain:
+                            return left
             if chain in self.code(stmt):
                 return None
         return None
@@ -373,3 +382,35 @@ class ReceiversMixin:
         kinds = {self.torch_kind(v, s, depth + 1, use_project) for v, s in values}
         kinds.discard(_CYCLE)
         return kinds.pop() if len(kinds) == 1 else None
+
+
+def _block_holding(block: cst.IndentedBlock, line) -> Sequence[cst.BaseStatement]:
+    """The statements of the block, among ``block`` and the blocks nested in its
+    compound statements (not in nested functions or classes), that holds ``line``
+    itself; ``block``'s own where none does."""
+    todo = [block]
+    while todo:
+        current = todo.pop()
+        if any(stmt is line for stmt in current.body):
+            return current.body
+        for stmt in current.body:
+            if isinstance(stmt, cst.BaseCompoundStatement) and not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                todo.extend(_suites(stmt))
+    return block.body
+
+
+def _suites(stmt: cst.BaseCompoundStatement) -> List[cst.IndentedBlock]:
+    """The indented blocks of a compound statement: its body, its ``elif``/``else``, a
+    ``try``'s handlers and ``finally``, a ``match``'s cases."""
+    found: List[cst.IndentedBlock] = []
+    parts: list = [stmt]
+    while parts:
+        part = parts.pop()
+        if part is None:
+            continue
+        inner = getattr(part, "body", None)
+        if isinstance(inner, cst.IndentedBlock):
+            found.append(inner)
+        parts += [getattr(part, "orelse", None), getattr(part, "finalbody", None),
+                  *getattr(part, "handlers", ()), *getattr(part, "cases", ())]
+    return found

@@ -47,7 +47,9 @@ class GlobalSetDevice(Rule):
         pool's `initializer` (each worker binds once as it starts, before its tasks);
         when the index derives from `LOCAL_RANK`/`local_rank`/`rank`/`device_id` in a module that
         uses `torch.distributed` (an attribute the function set just before is read as what
-        it was set to: `self.trainer.root_gpu = ids[self.trainer.local_rank]`). Inside a thread it is TDL102 instead.
+        it was set to: `self.trainer.root_gpu = ids[self.trainer.local_rank]`, or what
+        an `assert` just before says it equals: `assert self.root_gpu == hvd.local_rank()`).
+        Inside a thread it is TDL102 instead.
     """
     why = """
         The current device is a hidden global that every implicit `.cuda()`,
@@ -127,6 +129,11 @@ class GlobalSetDevice(Rule):
         "        return device\n",
         "import torch\ndef test_hvd():\n    import horovod.torch as hvd\n    lrank = hvd.local_rank()\n"
         "    torch.cuda.set_device(lrank)\n",  # ignite's tests: horovod's rank through a name
+        # ... or an attribute asserted to be it just before (Lightning's Horovod training)
+        "import torch\nimport horovod.torch as hvd\n\n\nclass Trainer:\n    def horovod_train(self, model):\n"
+        "        if torch.cuda.is_available() and self.on_gpu:\n"
+        "            assert self.root_gpu == hvd.local_rank()\n            torch.cuda.set_device(self.root_gpu)\n"
+        "            model.cuda(self.root_gpu)\n",
         "import torch\ndef main(args):\n    torch.cuda.set_device(args.gpu)\n"
         "def launch(fn, n):\n    pass\nlaunch(main, 2)\n",
         "import torch\ngpu.set_device(1)\n",

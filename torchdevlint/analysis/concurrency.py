@@ -195,18 +195,23 @@ class ConcurrencyMixin:
         """Whether a device index says the local rank itself (``LOCAL_RANK``,
         ``local_rank``, ``hvd.local_rank()``), or is a name whose assignment in effect at
         ``site`` (the last one before it, on its own path) does (Determined's ``device =
-        torch.device("cuda", self.distributed.local_rank)``, then ``set_device(device)``)."""
+        torch.device("cuda", self.distributed.local_rank)``, then ``set_device(device)``),
+        or a call of such names (nanotron's ``set_device(torch.cuda.device(device_id))``
+        after ``device_id = local_rank``)."""
         if _LOCAL_RANK_EXPLICIT.search(self.code(index)):
             return True
-        if not isinstance(index, cst.Name):
-            return False
-        owner, imported = self.lookup(index.value, site.scope)
-        if owner is not site.scope or imported is not None:
-            return False
-        before = [b for b in owner.bindings[index.value] if b.order < site.order and site.cond[:len(b.cond)] == b.cond]
-        last = max(before, key=lambda b: b.order) if before else None
-        return (last is not None and last.kind == "assign" and last.value is not None
-                and bool(_LOCAL_RANK_EXPLICIT.search(self.code(last.value))))
+        names = [index.value] if isinstance(index, cst.Name) else (
+            names_in(index) if isinstance(index, cst.Call) else [])
+        for name in dict.fromkeys(names):
+            owner, imported = self.lookup(name, site.scope)
+            if owner is not site.scope or imported is not None:
+                continue
+            before = [b for b in owner.bindings[name] if b.order < site.order and site.cond[:len(b.cond)] == b.cond]
+            last = max(before, key=lambda b: b.order) if before else None
+            if (last is not None and last.kind == "assign" and last.value is not None
+                    and _LOCAL_RANK_EXPLICIT.search(self.code(last.value))):
+                return True
+        return False
 
     def mentions_rank(self, expr: cst.BaseExpression, scope: Scope, _depth: int = 0) -> bool:
         """Whether a device index derives from LOCAL_RANK / local_rank / rank / gpu."""

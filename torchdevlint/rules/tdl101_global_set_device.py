@@ -129,6 +129,10 @@ class GlobalSetDevice(Rule):
         "        return device\n",
         "import torch\ndef test_hvd():\n    import horovod.torch as hvd\n    lrank = hvd.local_rank()\n"
         "    torch.cuda.set_device(lrank)\n",  # ignite's tests: horovod's rank through a name
+        # ... or a call of a name bound to it (nanotron's parallel context)
+        "import os\nimport torch\n\n\nclass ParallelContext:\n    def set_device(self):\n"
+        "        local_rank = int(os.getenv('LOCAL_RANK', '0'))\n        device_id = local_rank\n"
+        "        torch.cuda.set_device(torch.device('cuda', device_id))\n",
         # ... or an attribute asserted to be it just before (Lightning's Horovod training)
         "import torch\nimport horovod.torch as hvd\n\n\nclass Trainer:\n    def horovod_train(self, model):\n"
         "        if torch.cuda.is_available() and self.on_gpu:\n"

@@ -38,5 +38,5 @@ from .facts import (  # noqa: F401
     names_in,
     param_annotation,
 )
-from .devices import takes_gpu_ordinal  # noqa: F401
+from .devices import one_process_group, takes_gpu_ordinal  # noqa: F401
 from .treewalk import walk  # noqa: F401

@@ -233,7 +233,7 @@ class DeviceFacts:
             if any(_RANK_MARKERS.search(t) for t in texts):
                 return True
         return any(site.qualname in N.INIT_PROCESS_GROUP and self._owner(site) in self.module_reach
-                   and not _world_of_one(site) for site in a.calls)
+                   and not one_process_group(site) for site in a.calls)
 
     def per_rank(self, site: CallSite) -> Optional[str]:
         """Why ``site`` runs once per process/rank/worker, or None."""
@@ -1473,10 +1473,17 @@ def _annotated_other(fn: FunctionInfo, name: str) -> bool:
 _NO_MODULE = cst.Module([])  # renders a node alone (an annotation) as code
 
 
-def _world_of_one(site: CallSite) -> bool:
-    """``init_process_group(..., world_size=1)``: a single process, not one per rank."""
-    arg = site.keyword("world_size")
-    return arg is not None and isinstance(arg.value, cst.Integer) and arg.value.value == "1"
+def one_process_group(site: CallSite) -> bool:
+    """An ``init_process_group(...)`` that makes no group of several processes:
+    ``world_size=1`` (lightweight-gan's group for SyncBatchNorm on one GPU), or the
+    ``"fake"`` backend (torch's FakeProcessGroup: one process posing as a rank of many to
+    trace or compile, as torchtitan's single-process precompile does)."""
+    size = site.keyword("world_size")
+    if size is not None and isinstance(size.value, cst.Integer) and size.value.evaluated_value == 1:
+        return True
+    backend = site.keyword("backend") or site.positional(0)
+    return (backend is not None and isinstance(backend.value, cst.SimpleString)
+            and backend.value.evaluated_value == "fake")
 
 
 def _cpu_only(code: str) -> bool:

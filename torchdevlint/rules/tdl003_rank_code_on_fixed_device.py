@@ -39,7 +39,9 @@ class RankCodeOnFixedDevice(Rule):
         a function handed to a launcher (`elastic_launch`, `start_processes`, `spawn`), an
         RPC worker, a script launched per rank (it reads `LOCAL_RANK`/`RANK`/`WORLD_SIZE`,
         takes `--local_rank`, asks horovod for its local rank, or initialises a process
-        group), and the helpers those call — that places work on a device that does not
+        group of several processes: not `world_size=1`, not the `"fake"` backend, with
+        which torchtitan's precompile poses as every rank from one process), and the
+        helpers those call — that places work on a device that does not
         depend on the rank before anything bound the rank's device: a bare `.cuda()`,
         `.to("cuda")`, `torch.device("cuda")`, `device="cuda"`, a checkpoint loaded with
         `map_location="cuda:0"` (every rank's copy on GPU 0), or a literal `cuda:0` /
@@ -93,6 +95,11 @@ class RankCodeOnFixedDevice(Rule):
         only: bind the rank's device first.
     """
     VALID = (
+        # one process posing as every rank (torchtitan's single-process precompile)
+        "import torch\nimport torch.distributed as dist\n\n\ndef main(world_size):\n"
+        "    dist.init_process_group('fake', rank=0, world_size=world_size)\n"
+        "    device = torch.device('cuda:0')\n    torch.cuda.set_device(device)\n\n\n"
+        "if __name__ == '__main__':\n    main(8)\n",
         # a distributed setup of another module binds the rank's GPU (DINO's, DeiT's and
         # DETR's `init_distributed_mode`: `set_device(args.gpu)` before the process group)
         "import argparse\nimport torch\nimport torch.distributed as dist\nimport torch.nn as nn\nimport utils\n\n\n"

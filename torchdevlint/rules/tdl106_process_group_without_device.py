@@ -7,7 +7,7 @@ from typing import Iterable, Optional, Tuple
 
 import libcst as cst
 
-from ..analysis import CallSite
+from ..analysis import CallSite, one_process_group
 from ..model import Applicability, Fix, Violation
 from .. import names as N
 from .base import Context, Example, Rule, Uninsertable
@@ -266,7 +266,7 @@ class ProcessGroupWithoutDevice(Rule):
         for site in a.calls:
             if site.qualname not in N.INIT_PROCESS_GROUP_TORCH or site.has_star_args:
                 continue
-            if site.keyword("device_id") is not None or _one_process(site):
+            if site.keyword("device_id") is not None or one_process_group(site):
                 continue
             backend = site.keyword("backend") or site.positional(0)
             expr = backend.value if backend is not None else None
@@ -343,13 +343,6 @@ class ProcessGroupWithoutDevice(Rule):
             return None
         sides = [self._is_nccl(ctx, e, site) for e in (backend.body, backend.orelse)]
         return None if all(sides) else (ctx.analysis.code(backend.test), sides[0])
-
-
-def _one_process(site: CallSite) -> bool:
-    """A group of one process (``world_size=1``, as lightweight-gan opens one for
-    SyncBatchNorm on a single GPU): no other rank to share GPU 0 with."""
-    size = site.keyword("world_size")
-    return size is not None and isinstance(size.value, cst.Integer) and size.value.evaluated_value == 1
 
 
 def _rank_handed_back(a, site: CallSite) -> bool:

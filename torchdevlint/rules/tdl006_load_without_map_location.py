@@ -65,7 +65,8 @@ class LoadWithoutMapLocation(Rule):
         torch.load(p))`, `amp` as a word in the path or the name), an optimizer's param groups (its
         hyperparameters: `param_group` in the path or the name, as ColossalAI saves
         them apart from the state): Python numbers; RNG states (`rng` in the path or
-        the name: `torch.cuda.get_rng_state()` is a CPU tensor too); metadata and
+        the name, or a function named for loading them: `load_random_states`;
+        `torch.cuda.get_rng_state()` is a CPU tensor too); metadata and
         arguments (`metadata` or `kwargs` in the path or the name, `args` as the name
         bound or the file's own: `init_kwargs = torch.load(metadata_path)`,
         `torch.load(os.path.join(out, "training_args.bin"))`; not `args.checkpoint`).
@@ -179,6 +180,8 @@ class LoadWithoutMapLocation(Rule):
         "import torch\nimport torch.utils.data as data\nclass Base(data.Dataset):\n    pass\n"
         "class Faces(Base):\n    def __init__(self, opt):\n        self.components = torch.load(opt['path'])\n",
         # training state without CUDA tensors: a scheduler's, a scaler's, RNG states (Hugging Face's Trainer)
+        "import torch\n\n\ndef load_random_states(root_folder, rank):\n"
+        "    state = torch.load(root_folder / 'random' / f'rank-{rank}.pt')\n    return state\n",
         "import os\nimport torch\n\n\ndef resume(checkpoint, scheduler, scaler):\n"
         "    scheduler.load_state_dict(torch.load(os.path.join(checkpoint, SCHEDULER_NAME)))\n"
         "    scaler.load_state_dict(torch.load(os.path.join(checkpoint, 'scaler.pt')))\n"
@@ -982,6 +985,10 @@ _STATE_WORDS = re.compile(r"(?<![a-z])(?:sched|scaler|rng(?![a-z])|amp(?![a-z])|
                           re.IGNORECASE)
 
 
+# a function named for loading RNG states: `load_random_states`, `_load_rng_state`, `restore_rng`
+_LOADS_RNG = re.compile(r"_?(?:load|read|restore)_(?:rng|random)(?:_states?)?", re.IGNORECASE)
+
+
 def _loads_tensorless_state(a, site: CallSite) -> bool:
     """Whether the load reads training state that holds no CUDA tensor: named so in its
     path or the name it binds (Hugging Face's Trainer: ``torch.load(os.path.join(
@@ -990,10 +997,14 @@ def _loads_tensorless_state(a, site: CallSite) -> bool:
     handed straight to a scheduler's, a scaler's or Apex amp's ``load_state_dict`` (Accelerate's
     ``scaler.load_state_dict(torch.load(input_scaler_file))``), or read by a method of a
     scheduler class (named ``...Scheduler``/``...Schedule``: SpeechBrain's
-    ``NewBobScheduler.load``, reading back the counters and rates its ``save`` wrote)."""
+    ``NewBobScheduler.load``, reading back the counters and rates its ``save`` wrote),
+    or by a function named for loading RNG states (nanotron's ``load_random_states``)."""
     klass = a.enclosing_class(site.scope)
     if klass is not None and "Schedul" in klass.name:
         return True
+    fn = a.enclosing_function(site.scope)
+    if fn is not None and _LOADS_RNG.fullmatch(fn.name):
+        return True  # the function is named for loading RNG states (nanotron's `load_random_states`)
     path, names = _load_names(a, site)
     if _STATE_WORDS.search(path) or any(_STATE_WORDS.search(n) for n in names):
         return True

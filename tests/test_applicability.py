@@ -401,3 +401,19 @@ def test_the_device_a_guard_tests_is_exact_only_where_it_equals_cuda(test, safe)
     assert found.fix.applicability.value == ("safe" if safe else "unsafe")
     assert ".to(self.device)" in fixed(text, unsafe=True)
     assert fixed(text, unsafe=False) == (text.replace(".cuda()", ".to(self.device)") if safe else text)
+
+
+def test_a_chosen_device_under_its_own_equality_with_cuda_is_exact():
+    """`self.device = "cuda" if ... else "cpu"` is not exact by itself (it may be the CPU),
+    but under `if self.device == "cuda":` it is the string "cuda": the fix is safe there
+    (proven under the simulator: original and fix place the layer on the current device,
+    the last of 1, 2 and 4 GPUs, with equal outputs)."""
+    text = ("import torch\n\n\nclass Probe:\n    def __init__(self):\n"
+            "        self.device = 'cuda' if torch.cuda.is_available() else 'cpu'\n\n"
+            "    def build(self):\n        net = torch.nn.Linear(4, 2)\n"
+            "        if self.device == 'cuda':\n            net = net.cuda()\n        return net\n")
+    [found] = findings(text)
+    assert (found.code, found.fix.applicability.value) == ("TDL001", "safe")
+    assert fixed(text, unsafe=False) == text.replace("net.cuda()", "net.to(self.device)")
+    other = text.replace("if self.device == 'cuda':", "if self.use_gpu:")
+    assert findings(other)[0].fix.applicability.value == "unsafe"  # `self.device` may not be the current device

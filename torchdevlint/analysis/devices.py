@@ -499,7 +499,12 @@ class DeviceFacts:
             choice = self._config_device(site)
         if choice is None:
             choice = self._guard_device(site)
-        return None if choice is None or self._spelled_as_word(choice.code) else choice
+        if choice is None or self._spelled_as_word(choice.code):
+            return None
+        if not choice.exact and self._guarded_cuda(site, choice.code, equal=True):
+            # under `if device == "cuda":` the device is the string "cuda": `.to(device)` is `.cuda()`
+            return DeviceChoice(choice.code, True, choice.why, choice.exact_if)
+        return choice
 
     def _guard_device(self, site: CallSite) -> Optional[DeviceChoice]:
         """The device an enclosing ``if`` finds on a GPU, innermost first: ``if "cuda" in
@@ -518,7 +523,7 @@ class DeviceFacts:
                 plain_in = re.fullmatch(r"""['"]cuda['"]\s+in\s+(?!str\().+""", conjunct) is not None
                 if plain_in and not (device.endswith("]") or re.search(r"dev(?:ice)?$", device)):
                     continue
-                return DeviceChoice(device, _equals_cuda(conjunct, device), f"the device `{device}` this `if` tests")
+                return DeviceChoice(device, False, f"the device `{device}` this `if` tests")
         return None
 
     def _spelled_as_word(self, code: str) -> bool:
@@ -541,8 +546,7 @@ class DeviceFacts:
         kinds = {b.kind for b in bindings}
         if kinds == {"param"}:
             if self._guarded_cuda(site, name):  # `if device == "cuda":`, whatever its default
-                return DeviceChoice(name, self._guarded_cuda(site, name, equal=True),
-                                    f"the `{name}` parameter, a CUDA device under this `if`")
+                return DeviceChoice(name, False, f"the `{name}` parameter, a CUDA device under this `if`")
             fn = owner.function
             default = fn.default(name) if fn is not None else None
             if default is not None and not self.is_device_value(default, owner):

@@ -598,6 +598,10 @@ class LegacyCudaTensorType(Rule):
             text = f"{torch}.{factory}({head}{', ' if head else ''}dtype={torch}.{dtype}, device={device})"
             return ctx.replace(site.node, text), f"`{torch}.{factory}(..., dtype={torch}.{dtype}, device={device})`"
 
+        def keeps_cuda() -> Fix:  # what `fix` alone does beside a device that may not be the current one
+            exact, same = rewrite('"cuda"')
+            return Fix(Applicability.SAFE, f"Use {same} (the current device, as the CUDA type used)", (exact,))
+
         chosen = a.devices.chosen_device(site)
         forward = a.devices.forward_input(site) if chosen is None else None
         # (not where the call converts a tensor, `.type(T)` or `T(x.cuda())`: its target is the GPU,
@@ -610,10 +614,9 @@ class LegacyCudaTensorType(Rule):
             code, why = ((forward.code, forward.why) if forward is not None
                          else (f"{held}.device", f"the input `{held}`"))
             edit, what = rewrite(code)
-            exact, same = rewrite('"cuda"')
             return ctx.guarded(Fix(
                 Applicability.UNSAFE, f"Use {what} ({why} may not be on the current device)", (edit,),
-                safe=Fix(Applicability.SAFE, f"Use {same} (the current device, as the CUDA type used)", (exact,))))
+                safe=keeps_cuda()))
         device, edits, applicability, why = self._device(ctx, site, anchor)
         defined = bool(edits)  # a definition where the script starts: `fix` alone makes it exact
         edit, what = rewrite(device)
@@ -630,9 +633,7 @@ class LegacyCudaTensorType(Rule):
                 "starts: the current device, as the CUDA type used)", edits, anchor, (edit,), device))
         if applicability is Applicability.UNSAFE and not edits:  # the code's own device, maybe not the
             # current one (`if "cuda" in self.device_list[i]:`): `fix` alone keeps "cuda"
-            exact, same = rewrite('"cuda"')
-            return ctx.guarded(Fix(applicability, message, (edit,), safe=Fix(
-                Applicability.SAFE, f"Use {same} (the current device, as the CUDA type used)", (exact,))))
+            return ctx.guarded(Fix(applicability, message, (edit,), safe=keeps_cuda()))
         return ctx.guarded(Fix(applicability, message, tuple(edits) + (edit,)))
 
     def _on_named_device(self, ctx: Context, site: CallSite, dtype: str, torch: str, device: cst.Arg) -> Fix:

@@ -413,8 +413,11 @@ class BareCudaCall(Rule):
         homes = {site: ctx.defining_function(site) for site, _ in sites}
         skips = {site: analysis.devices.skipped_without_cuda(site) for site, _ in sites}
         cuda_only: dict = {}
+        unproven: dict = {}  # a CUDA-only test's first site that moves an unproven receiver
         for site, _ in sites:
-            cuda_only[homes[site]] = cuda_only.get(homes[site], True) and kinds[site] is not None and bool(skips[site])
+            cuda_only[homes[site]] = cuda_only.get(homes[site], True) and bool(skips[site])
+            if kinds[site] is None:
+                unproven.setdefault(homes[site], site)
         for site, verdict in sites:
             call = site.node
             kind = kinds[site]
@@ -448,7 +451,7 @@ class BareCudaCall(Rule):
                 device_code = name or analysis.device_name
                 if name is None:
                     applicability, reasons = Applicability.DISPLAY, [f"display only: {why}"]
-                elif local and cuda_only[homes[site]]:  # a CUDA-only test's
+                elif local and cuda_only[homes[site]] and homes[site] not in unproven:  # a CUDA-only test's
                     applicability, settled = Applicability.SAFE, True
                     reasons.insert(0, f"a device defined in the function: "
                                       f"`{skips[site]}` runs it only where CUDA "
@@ -457,6 +460,15 @@ class BareCudaCall(Rule):
                     applicability = Applicability.UNSAFE
                     # a proven receiver: `fix` alone defines the exact device in the function
                     exact = not reasons
+                    if cuda_only[homes[site]] and not reasons:  # one applicability per definition
+                        line = ctx.start(unproven[homes[site]].node)[0]
+                        why = (f"a device defined in the function, which `{skips[site]}` runs only where "
+                               f"CUDA is available; the `.cuda()` on line {line} moves a receiver that may "
+                               "not be a torch tensor or module, and the function's moves share one "
+                               "applicability")
+                    elif cuda_only[homes[site]]:
+                        why = (f"a device defined in the function, which `{skips[site]}` runs only where "
+                               "CUDA is available")
                     reasons.insert(0, why)
                 else:
                     defines = frozenset({name})

@@ -8,6 +8,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 import libcst as cst
 
 from ..analysis import CallSite, param_annotation, walk
+from ..analysis.process import _is_main_guard
 from ..names import DTYPES, LEGACY_CUDA_TYPES as LEGACY
 from ..model import Applicability, Edit, Fix, Violation
 from ..project import outside_program
@@ -35,7 +36,13 @@ class LegacyCudaTensorType(Rule):
         `.type("torch.cuda.FloatTensor")` too; or chosen on a flag against its CPU twin,
         `torch.cuda.FloatTensor if args.cuda else torch.FloatTensor`), and an alias such as `Tensor =
         torch.cuda.FloatTensor if cuda else torch.FloatTensor` (at the top level of the
-        module or of a function, or an attribute such as `self.Tensor`). Not `isinstance(x, torch.cuda.FloatTensor)` or type
+        module, of its `if __name__ == "__main__":` block or of a function, or an attribute
+        such as `self.Tensor`); so is one bound in a branch, the statement form of the
+        same choice (`if use_cuda:` `dtype = torch.cuda.FloatTensor` `else:` `dtype =
+        torch.FloatTensor`), or by unpacking (neural-style's `dtype, backward_device =
+        torch.cuda.FloatTensor, "cuda:" + str(params.gpu)`: the images go to the current
+        device, not to the GPU the option named), often handed back to a caller (Social
+        GAN's `get_dtypes(use_gpu)`). Not `isinstance(x, torch.cuda.FloatTensor)` or type
         comparisons: those only test.
     """
     why = """
@@ -129,10 +136,15 @@ class LegacyCudaTensorType(Rule):
         `isinstance`, rebound) or one of its calls has named arguments, the fix is
         display-only: all of it or nothing (a call whose one argument may be a size or
         data, or whose arguments are unpacked, becomes the CPU type's,
-        `torch.FloatTensor(x).to(device)`).
+        `torch.FloatTensor(x).to(device)`). An alias bound in a branch or by unpacking is
+        display-only: what replaces it differs from branch to branch (where the statement
+        binds a device beside it, the message names that device).
     """
     VALID = (
         "import torch\ntorch.set_default_tensor_type(torch.DoubleTensor)\n",
+        # a branch or an unpacking that binds the CPU types only
+        "import torch\nif half:\n    dtype = torch.HalfTensor\nelse:\n    dtype = torch.FloatTensor\n",
+        "import torch\ndef setup():\n    dtype, device = torch.FloatTensor, 'cpu'\n    return dtype, device\n",
         "import torch\ntorch.set_default_tensor_type('torch.FloatTensor')\n",
         "import torch\nok = isinstance(x, torch.cuda.FloatTensor)\n",
         "import torch\nok = type(x) == torch.cuda.FloatTensor\n",
@@ -385,6 +397,24 @@ class LegacyCudaTensorType(Rule):
                 "import torch\n\n\ndef c(x, backends):\n"
                 "    device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
                 "    if 'cuda' in backends:\n        x = x.to(device, torch.float32)\n    return x\n"),
+        # the alias idiom in a script's main block: the script's top level
+        Example("import torch\nif __name__ == '__main__':\n    use_cuda = torch.cuda.is_available()\n"
+                "    Tensor = torch.cuda.FloatTensor if use_cuda else torch.FloatTensor\n"
+                "    print(Tensor(4, 2).normal_().shape)\n",
+                "import torch\nif __name__ == '__main__':\n    use_cuda = torch.cuda.is_available()\n"
+                '    device = torch.device("cuda" if use_cuda else "cpu")\n'
+                "    print(torch.empty(4, 2, dtype=torch.float32, device=device).normal_().shape)\n"),
+        # the statement form of the choice: display (each branch binds its own)
+        Example("import torch\nif torch.cuda.is_available():\n    dtype = torch.cuda.FloatTensor\nelse:\n"
+                "    dtype = torch.FloatTensor\nx = torch.zeros(3).type(dtype)\n"),
+        # ... in a helper that hands the types back (Social GAN's get_dtypes)
+        Example("import torch\ndef get_dtypes(use_gpu):\n    long_dtype = torch.LongTensor\n"
+                "    float_dtype = torch.FloatTensor\n    if use_gpu == 1:\n        long_dtype = torch.cuda.LongTensor\n"
+                "        float_dtype = torch.cuda.FloatTensor\n    return long_dtype, float_dtype\n"),
+        # ... unpacked beside the device the option names (neural-style's setup_gpu)
+        Example("import torch\ndef setup_gpu(gpu):\n    if gpu != 'c':\n"
+                "        dtype, backward_device = torch.cuda.FloatTensor, 'cuda:' + str(gpu)\n    else:\n"
+                "        dtype, backward_device = torch.FloatTensor, 'cpu'\n    return dtype, backward_device\n"),
         # used otherwise, or with named arguments: display
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nmake(T)\n"),
         Example("import torch\nT = torch.cuda.FloatTensor if cuda else torch.FloatTensor\nfor kw in shapes:\n"
@@ -423,7 +453,7 @@ class LegacyCudaTensorType(Rule):
         scopes = [a.module_scope] + [f.scope for f in a.functions.values() if isinstance(f.node, cst.FunctionDef)]
         for scope in scopes:
             body = scope.node.body if scope.kind == "module" else getattr(scope.node.body, "body", ())
-            for stmt in body:
+            for stmt in _with_main_guard(body):
                 if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
                         and isinstance(stmt.body[0], cst.Assign) and len(stmt.body[0].targets) == 1
                         and isinstance(stmt.body[0].targets[0].target, (cst.Name, cst.Attribute))):
@@ -445,6 +475,56 @@ class LegacyCudaTensorType(Rule):
                         "attribute's uses are not all in sight: not rewritten)")))
                     continue
                 yield ctx.violation(value, message, self._alias_fix(ctx, scope, stmt, target, dtype))
+            yield from self._branch_aliases(ctx, scope, body)
+
+    def _branch_aliases(self, ctx: Context, scope, body) -> Iterable[Violation]:
+        """The aliases the idiom above leaves: bound in a branch (`if cuda:` `dtype =
+        torch.cuda.FloatTensor`, `else:` `dtype = torch.FloatTensor`: the statement form of
+        the conditional expression), or by unpacking (neural-style's `dtype,
+        backward_device = torch.cuda.FloatTensor, "cuda:" + str(params.gpu)`), often handed
+        back to a caller (Social GAN's `get_dtypes`). Reported where the CUDA type is
+        bound, display only: what replaces it differs from branch to branch."""
+        a = ctx.analysis
+        for line, nested in _alias_lines(_with_main_guard(body)):
+            for small in line.body:
+                if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+                    continue
+                target, value = small.targets[0].target, small.value
+                if isinstance(target, (cst.Tuple, cst.List)):
+                    if not (isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements)
+                            and not any(isinstance(e, cst.StarredElement) for e in (*target.elements,
+                                                                                     *value.elements))):
+                        continue
+                    pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
+                elif nested:
+                    pairs = [(target, value)]
+                else:
+                    continue  # a top-level alias: the idiom above
+                for name, bound in pairs:
+                    options = [bound.body, bound.orelse] if isinstance(bound, cst.IfExp) else [bound]
+                    legacy = [o for o in options if a.qualname(o, scope) in LEGACY]
+                    if not isinstance(name, (cst.Name, cst.Attribute)) or not legacy:
+                        continue
+                    dtype = LEGACY[a.qualname(legacy[0], scope)]  # type: ignore[index]
+                    alias = a.code(name)
+                    beside = next(((a.code(t), a.code(v)) for t, v in pairs
+                                   if t is not name and isinstance(t, (cst.Name, cst.Attribute))
+                                   and _names_device(a, v, scope)), None)
+                    message = (f"`{alias}` aliases a legacy CUDA tensor type: every `{alias}(...)` and "
+                               f"`.type({alias})` puts its tensor on the implicit current device (cuda:0 unless "
+                               "something set it)")
+                    where = "in a branch" if nested else "by unpacking"
+                    if beside is not None:
+                        message += f", not on `{beside[0]}` (`{beside[1]}`), which this statement binds beside it"
+                        hint = (f"Use `{beside[0]}` as the device: keep `torch.{dtype}` as a dtype, allocate with "
+                                f"`torch.empty(..., dtype=torch.{dtype}, device={beside[0]})` and convert with "
+                                f"`.to({beside[0]}, torch.{dtype})`")
+                    else:
+                        hint = (f"Keep a device instead (`torch.device(\"cuda\")` where the CUDA type is chosen, "
+                                f"`torch.device(\"cpu\")` where the CPU one is), allocate with `torch.empty(..., "
+                                f"dtype=torch.{dtype}, device=device)` and convert with `.to(device, torch.{dtype})`")
+                    yield ctx.violation(bound, message, Fix(Applicability.DISPLAY, (
+                        f"{hint} (display only: an alias bound {where} is not rewritten)")))
 
     def _alias_fix(self, ctx: Context, scope, stmt: cst.SimpleStatementLine, target: str, dtype: str) -> Fix:
         """The alias idiom as a whole: the alias becomes a device with the same choice
@@ -791,6 +871,64 @@ def _flag_fallback(a, scope, value: cst.BaseExpression, torch: Optional[str]) ->
 # how `.to(device, dtype)` differs from `.type(T)` on a module
 _INTEGER_BUFFERS = ("`{}` is a module: `.to` keeps its integer buffers (BatchNorm's `num_batches_tracked`) "
                     "integers, where `.type` made them floating point")
+
+
+def _with_main_guard(body) -> List[cst.CSTNode]:
+    """A body's statements, those of its ``if __name__ == "__main__":`` blocks in their
+    place: a script's top level, where an alias is the script's for the rest of it."""
+    found: List[cst.CSTNode] = []
+    for stmt in body:
+        if (isinstance(stmt, cst.If) and stmt.orelse is None and _is_main_guard(stmt.test)
+                and isinstance(stmt.body, cst.IndentedBlock)):
+            found.extend(stmt.body.body)
+        else:
+            found.append(stmt)
+    return found
+
+
+def _alias_lines(body, nested: bool = False) -> Iterable[Tuple[Union[cst.SimpleStatementLine,
+                                                                     cst.SimpleStatementSuite], bool]]:
+    """The simple statements of a scope's ``body``, with whether each is nested in a
+    compound statement (``if``, ``for``, ``with``, ``try`` ...; not a ``def`` or
+    ``class``: scopes of their own)."""
+    for stmt in body:
+        if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            yield stmt, nested
+        elif not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            yield from _alias_lines(_blocks(stmt), True)
+
+
+def _blocks(node: cst.CSTNode) -> List[cst.CSTNode]:
+    """The statements of a compound statement's blocks (its ``else``, handlers and
+    ``finally`` included), in order."""
+    found: List[cst.CSTNode] = []
+    for child in node.children:
+        if isinstance(child, cst.IndentedBlock):
+            found.extend(child.body)
+        elif isinstance(child, cst.SimpleStatementSuite):
+            found.append(child)
+        elif isinstance(child, (cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler,
+                                cst.Finally, cst.MatchCase)):
+            found.extend(_blocks(child) if not isinstance(child, cst.If) else [child])
+    return found
+
+
+# a device written out: "cuda", "cuda:1", "cpu" (alone or as the head of a concatenation
+# or an f-string: `"cuda:" + str(gpu)`)
+_DEVICE_TEXT = re.compile(r"""^[fFrRuU]?["'](?:cuda|cpu)\b""")
+
+
+def _names_device(a, value: cst.BaseExpression, scope) -> bool:
+    """Whether ``value`` is a device the code writes out: a string that names one (or
+    begins an expression that builds one), or ``torch.device(...)``."""
+    head = value
+    while isinstance(head, cst.BinaryOperation):
+        head = head.left
+    if isinstance(head, cst.Call) and isinstance(head.func, cst.Attribute) and head.func.attr.value == "format":
+        head = head.func.value
+    if isinstance(head, cst.Call):
+        return a.qualname(head.func, scope) == "torch.device"
+    return isinstance(head, (cst.SimpleString, cst.FormattedString)) and bool(_DEVICE_TEXT.match(a.code(head)))
 
 
 def _module_caveat(a, sites: List[CallSite]) -> str:

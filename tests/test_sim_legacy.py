@@ -227,6 +227,27 @@ def test_cpu_types_refuse_a_cuda_tensor_as_on_a_gpu_machine(tmp_path):
     ]
 
 
+TYPE_KEEPS_GPU = textwrap.dedent("""\
+    import torch
+    x = torch.ones(2, device="cuda:1")
+    y = x.type(torch.cuda.HalfTensor)  # already on a GPU: only the dtype changes
+    z = torch.ones(2).type("torch.cuda.HalfTensor")  # from the CPU: the current device
+    print(y.device, y.dtype, x.type(torch.cuda.FloatTensor) is x, z.device)
+    torch.cuda.set_device(1)
+    print(torch.ones(2, device="cuda:0").type(torch.cuda.DoubleTensor).device, torch.ones(1).type(torch.cuda.IntTensor).device)
+    """)
+
+
+def test_type_keeps_a_gpu_tensor_on_its_gpu(tmp_path):
+    """`x.type(torch.cuda.HalfTensor)` of a tensor already on a GPU keeps that GPU (torch
+    takes the tensor's own device when the type's device type is the same); from the CPU
+    it goes to the current device, as `.cuda()` does."""
+    assert _simulated(tmp_path, "type_keeps_gpu.py", TYPE_KEEPS_GPU) == [
+        "cuda:1 torch.float16 True cuda:0",
+        "cuda:0 cuda:1",
+    ]
+
+
 BASE_CONSTRUCTOR = textwrap.dedent("""\
     import torch
     x = torch.rand(2, 3).cuda(1)

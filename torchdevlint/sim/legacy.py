@@ -291,10 +291,14 @@ def tensor_type(sim, args, kwargs, func):
             out = t.to(target.dtype, copy=index is not None)
         return sim.tag(out, None) if out is not t else t
     if target in sim.legacy_types.values():
-        device_index, implicit = sim.resolve(None)  # the current device, as .cuda() would
+        if index is not None:  # already on a GPU: torch keeps the tensor's own (only the dtype changes)
+            with torch._C.DisableTorchFunction():
+                out = t.to(target.dtype)
+            return sim.tag(out, index, new=False) if out is not t else t
+        device_index, implicit = sim.resolve(None)  # from the CPU: the current device, as .cuda() would
         with torch._C.DisableTorchFunction():
-            out = t.to(target.dtype, copy=index != device_index)
-        return sim.tag(out, device_index, implicit) if out is not t else t
+            out = t.to(target.dtype, copy=True)
+        return sim.tag(out, device_index, implicit)
     return NotImplemented
 
 

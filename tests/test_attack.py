@@ -608,3 +608,31 @@ def test_closed_outputs_do_not_change_the_exit_code(tmp_path, redirect):
         command = f"{sys.executable} -m torchdevlint check --no-cache a.py {redirect}; echo ${{PIPESTATUS[0]}} >&3"
     r = subprocess.run(["bash", "-c", f"exec 3>status; {command}"], cwd=tmp_path, capture_output=True, timeout=120)
     assert (tmp_path / "status").read_text().strip() == "1", r.stderr
+
+
+def _deleting(src: str, line: str):
+    """``src`` without ``line`` (a whole line, its line break included), and the region."""
+    start = src.index(line)
+    return src.replace(line, "", 1), [(start, start + len(line), start, start)]
+
+
+def test_deleting_the_last_line_of_a_block_is_verified_not_refused():
+    """A fix that deletes a block's last statement (TDL005's second alias in an `if`/
+    `else`, whose device the first alias's fix already made) is compared statement by
+    statement, as one that deletes any other; a change outside it is still refused."""
+    src = ("import torch\nif ok:\n    device = 1\n    t = 2\nelse:\n    device = 3\n    t = 4\n"
+           "for i in range(2):\n    a = i\n    b = i\nz = 5\n")
+    for line in ("    t = 2\n", "    t = 4\n", "    b = i\n"):
+        new, regions = _deleting(src, line)
+        assert verify(src, new, regions, "x.py") is None, line
+        assert verify(src, new.replace("z = 5", "z = 6"), regions, "x.py") is not None, line
+        assert verify(src, new.replace("device = 1", "device = 9"), regions, "x.py") is not None, line
+
+
+def test_appending_to_a_block_is_verified_not_refused():
+    src = "import torch\nfor i in range(2):\n    a = i\nz = 5\n"
+    at = src.index("z = 5")
+    new = src[:at] + "    b = i\n" + src[at:]
+    regions = [(at, at, at, at + len("    b = i\n"))]
+    assert verify(src, new, regions, "x.py") is None
+    assert verify(src, new.replace("a = i", "a = 2"), regions, "x.py") is not None

@@ -62,6 +62,9 @@ EXPECTATIONS = {
     # every `.cuda()` is under `if device == "cuda":` (mmaction's test inputs): it ran on CPU
     # before too, and the safe rewrite places everything where it did
     "tdl001/demo_inputs_device_param.py": {"original_fails_on_cpu": False},
+    # the types follow `if torch.cuda.is_available():` (the statement form of the alias
+    # idiom): the script ran on CPU before too; the simulator shows the same placement after
+    "tdl005/dtype_branch_alias.py": {"original_fails_on_cpu": False},
     # the default type is CUDA only under `if torch.cuda.is_available():` (DeepXDE's backend)
     "tdl005/pde_backend_default_type.py": {"original_fails_on_cpu": False},
 }

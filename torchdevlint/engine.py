@@ -555,7 +555,9 @@ def _masked_dump(text: str, regions: List[Tuple[int, int]], inserted: List[Tuple
                 continue
             if any(is_ <= s and e <= ie for is_, ie in inserted_hits(s, e)):
                 continue  # a statement the fix inserted (or removed)
-            blocks = [(span(b[0])[0], span(b[-1])[1]) for b in _child_blocks(stmt)]
+            # a block ends with its last line's line break (a line a fix deletes ends after it)
+            blocks = [(span(b[0])[0], max(span(b[-1])[1], index.offset((b[-1].end_lineno + 1, 0))))
+                      for b in _child_blocks(stmt)]
             if isinstance(stmt, ast.If) and stmt.orelse:  # an `elif`/`else` header is its block's (TDL008's
                 blocks[-1] = (span(stmt.body[-1])[1], blocks[-1][1])  # `elif is_available(): ... else: stop`)
             if blocks and all(any(_within(rs, re_, *blk) for blk in blocks) for rs, re_ in hits):

@@ -71,7 +71,10 @@ class LegacyCudaTensorType(Rule):
         its CPU twin would refuse one) `torch.as_tensor(x, dtype=..., device=...)`, `.type(T)` becomes
         `.to(device, dtype)` (**unsafe** on what is provably a module: `.to` keeps its
         integer buffers, BatchNorm's `num_batches_tracked`, integers, where `.type` made
-        them floating point). Inside `forward` of a module with no device in scope,
+        them floating point; on a tensor already on a GPU other than the current one,
+        `.type` kept it there and `.to(device)` moves it: the same wherever the tensor is
+        on the CPU or on the current device, as in the single-GPU scripts this rewrites).
+        Inside `forward` of a module with no device in scope,
         `fix --unsafe-fixes` names the input's device (`x.device`: unsafe, it may not be
         the current device; it is what lets the module run on the CPU; not for that very
         input's own `.type(...)`, which it would leave where it is) and `fix` alone
@@ -136,9 +139,15 @@ class LegacyCudaTensorType(Rule):
         `isinstance`, rebound) or one of its calls has named arguments, the fix is
         display-only: all of it or nothing (a call whose one argument may be a size or
         data, or whose arguments are unpacked, becomes the CPU type's,
-        `torch.FloatTensor(x).to(device)`). An alias bound in a branch or by unpacking is
-        display-only: what replaces it differs from branch to branch (where the statement
-        binds a device beside it, the message names that device).
+        `torch.FloatTensor(x).to(device)`). The statement form (`if use_cuda:` `dtype =
+        torch.cuda.FloatTensor` `else:` `dtype = torch.FloatTensor`, or a CPU type that a
+        branch rebinds) is rewritten as a whole too: each binding becomes the device it
+        chooses in its place (`device = torch.device("cuda")`, `torch.device("cpu")`) and
+        the uses as above (**safe** in a script; **unsafe** for a library's public name);
+        display where the name is bound to anything else, bound to a CUDA type twice, or
+        used otherwise (handed back: Social GAN's `get_dtypes`). An alias bound by
+        unpacking is display-only (the message names the device the statement binds
+        beside it).
     """
     VALID = (
         "import torch\ntorch.set_default_tensor_type(torch.DoubleTensor)\n",
@@ -404,12 +413,24 @@ class LegacyCudaTensorType(Rule):
                 "import torch\nif __name__ == '__main__':\n    use_cuda = torch.cuda.is_available()\n"
                 '    device = torch.device("cuda" if use_cuda else "cpu")\n'
                 "    print(torch.empty(4, 2, dtype=torch.float32, device=device).normal_().shape)\n"),
-        # the statement form of the choice: display (each branch binds its own)
+        # the statement form of the choice: each binding becomes the device it chooses
         Example("import torch\nif torch.cuda.is_available():\n    dtype = torch.cuda.FloatTensor\nelse:\n"
-                "    dtype = torch.FloatTensor\nx = torch.zeros(3).type(dtype)\n"),
+                "    dtype = torch.FloatTensor\nx = torch.zeros(3).type(dtype)\ny = dtype(2, 2)\n",
+                "import torch\nif torch.cuda.is_available():\n    device = torch.device(\"cuda\")\nelse:\n"
+                "    device = torch.device(\"cpu\")\nx = torch.zeros(3).to(device, torch.float32)\n"
+                "y = torch.empty(2, 2, dtype=torch.float32, device=device)\n"),
+        # ... a CPU default that a branch rebinds, in a function
+        Example("import torch\ndef load(a, gpu):\n    T = torch.LongTensor\n    if gpu:\n"
+                "        T = torch.cuda.LongTensor\n    return torch.from_numpy(a).type(T)\n",
+                "import torch\ndef load(a, gpu):\n    device = torch.device(\"cpu\")\n    if gpu:\n"
+                "        device = torch.device(\"cuda\")\n    return torch.from_numpy(a).to(device, torch.int64)\n"),
+        # ... bound to another dtype in the other branch: display
+        Example("import torch\nif half:\n    T = torch.cuda.HalfTensor\nelse:\n    T = torch.FloatTensor\n"
+                "x = torch.zeros(3).type(T)\n"),
         # ... in a helper that hands the types back (Social GAN's get_dtypes)
         Example("import torch\ndef get_dtypes(use_gpu):\n    long_dtype = torch.LongTensor\n"
-                "    float_dtype = torch.FloatTensor\n    if use_gpu == 1:\n        long_dtype = torch.cuda.LongTensor\n"
+                "    float_dtype = torch.FloatTensor\n    if use_gpu == 1:\n"
+                "        long_dtype = torch.cuda.LongTensor\n"
                 "        float_dtype = torch.cuda.FloatTensor\n    return long_dtype, float_dtype\n"),
         # ... unpacked beside the device the option names (neural-style's setup_gpu)
         Example("import torch\ndef setup_gpu(gpu):\n    if gpu != 'c':\n"
@@ -513,7 +534,16 @@ class LegacyCudaTensorType(Rule):
                     message = (f"`{alias}` aliases a legacy CUDA tensor type: every `{alias}(...)` and "
                                f"`.type({alias})` puts its tensor on the implicit current device (cuda:0 unless "
                                "something set it)")
-                    where = "in a branch" if nested else "by unpacking"
+                    if len(pairs) > 1 or isinstance(target, (cst.Tuple, cst.List)):
+                        why = "an alias bound by unpacking is not rewritten"
+                    elif isinstance(name, cst.Attribute):
+                        why = "an attribute's uses are not all in sight: not rewritten"
+                    else:
+                        fix = self._branch_fix(ctx, scope, body, alias, dtype)
+                        if isinstance(fix, Fix):
+                            yield ctx.violation(bound, message, fix)
+                            continue
+                        why = f"not rewritten: {fix}"
                     if beside is not None:
                         message += f", not on `{beside[0]}` (`{beside[1]}`), which this statement binds beside it"
                         hint = (f"Use `{beside[0]}` as the device: keep `torch.{dtype}` as a dtype, allocate with "
@@ -523,8 +553,64 @@ class LegacyCudaTensorType(Rule):
                         hint = (f"Keep a device instead (`torch.device(\"cuda\")` where the CUDA type is chosen, "
                                 f"`torch.device(\"cpu\")` where the CPU one is), allocate with `torch.empty(..., "
                                 f"dtype=torch.{dtype}, device=device)` and convert with `.to(device, torch.{dtype})`")
-                    yield ctx.violation(bound, message, Fix(Applicability.DISPLAY, (
-                        f"{hint} (display only: an alias bound {where} is not rewritten)")))
+                    yield ctx.violation(bound, message, Fix(Applicability.DISPLAY, f"{hint} (display only: {why})"))
+
+    def _branch_fix(self, ctx: Context, scope, body, target: str, dtype: str) -> Union[Fix, str]:
+        """The statement form of the idiom rewritten as a whole: every binding of the
+        alias in its scope, each a line of its own binding a legacy CUDA type or its CPU
+        twin (`if use_cuda:` `dtype = torch.cuda.FloatTensor` `else:` `dtype =
+        torch.FloatTensor`; or a CPU default that a branch rebinds), becomes the device it
+        chooses (`device = torch.device("cuda")`, `torch.device("cpu")`: the same choice,
+        made at the same point), and every use as in the idiom. Or why it is not."""
+        a = ctx.analysis
+        bindings = scope.bindings.get(target, ())
+        torch = a.torch_name_at(scope, min(b.order for b in bindings)) if bindings else None
+        if torch is None:
+            return "`torch` is not imported unconditionally"
+        if target in scope.declared:
+            return f"`{target}` is declared `global` or `nonlocal`"
+        lines = {id(small.value): (line, small) for line, _ in _alias_lines(_with_main_guard(body))
+                 for small in line.body if isinstance(small, cst.Assign)}
+        assigns, devices, cuda = [], [], 0
+        lines_of = {}  # an assignment -> its line
+        for b in bindings:
+            found = lines.get(id(b.value)) if b.kind == "assign" and b.value is not None else None
+            if found is None or len(found[0].body) != 1 or not isinstance(found[0], cst.SimpleStatementLine) \
+                    or len(found[1].targets) != 1 or not isinstance(found[1].targets[0].target, cst.Name):
+                return f"`{target}` is also bound otherwise"
+            device = _alias_device(a, scope, found[1].value, dtype, torch)
+            if device is None:
+                return f"`{target}` is also bound to something other than `torch.{_TWINS[dtype]}` or its CUDA twin"
+            cuda += sum(1 for o in _sides(found[1].value) if a.qualname(o, scope) in LEGACY)
+            assigns.append(found[1])
+            devices.append(device)
+            lines_of[id(found[1])] = found[0]
+        if cuda != 1:
+            return f"`{target}` is bound to a CUDA type more than once"
+        uses, other, chained = _alias_uses(a, scope, target, [s.targets[0].target for s in assigns])
+        if other is not None:
+            return f"`{target}` is also used otherwise on line {ctx.start(other)[0]}"
+        name = _same_choice(a, scope, bindings, devices)
+        if name is not None:  # another alias's fix made these devices: this alias just goes
+            gone = [ctx.remove_lines(lines_of[id(s)]) for s in assigns]
+            if None in gone:
+                return f"a binding of `{target}` shares its line with other code"
+            edits = [e for e in gone if e is not None]
+        else:
+            name = a.free_name(a.device_name, within=scope.node if scope.kind == "function" else None)
+            edits = [Edit((r.start.line, r.start.column), (r.end.line, r.end.column), f"{name} = {device}",
+                          a.code(s)) for s, device in zip(assigns, devices) for r in (a.range(s),)]
+        used = _rewrite_uses(ctx, torch, dtype, target, uses, chained, lambda site: name)
+        if isinstance(used, str):
+            return used
+        why = (f"other modules may import `{target}`: this file looks like a library module"
+               if scope.kind == "module" and not a.devices.is_script and not target.startswith("_")
+               else _module_caveat(a, [site for site, kind in uses if kind == "type"]))
+        message = (f"Replace the alias by `{name}`, bound where the alias is (`{torch}.device(\"cuda\")` for the "
+                   f"CUDA type, `\"cpu\"` for its CPU twin), and pass `dtype={torch}.{dtype}, device={name}` where "
+                   "it is used" + (f" ({why})" if why else ""))
+        return ctx.guarded(Fix(Applicability.UNSAFE if why else Applicability.SAFE, message,
+                               tuple(edits) + tuple(used), frozenset({name})))
 
     def _alias_fix(self, ctx: Context, scope, stmt: cst.SimpleStatementLine, target: str, dtype: str) -> Fix:
         """The alias idiom as a whole: the alias becomes a device with the same choice
@@ -546,38 +632,14 @@ class LegacyCudaTensorType(Rule):
                            "`torch` is not imported unconditionally")
         if len(scope.bindings.get(target, ())) != 1 or target in scope.declared:
             return display(f"`{target}` is bound more than once")
-        uses, other, chained = _alias_uses(a, scope, target, stmt.body[0].targets[0].target)  # type: ignore[attr-defined]
+        uses, other, chained = _alias_uses(a, scope, target, [stmt.body[0].targets[0].target])  # type: ignore[attr-defined]
         if other is not None:
             return display(f"`{target}` is also used otherwise on line {ctx.start(other)[0]}")
         library = scope.kind == "module" and not a.devices.is_script  # the alias is a public name
 
         def rewritten(device_of) -> Union[List[Edit], Fix]:
-            """The uses rewritten, each with the device ``device_of(site)`` names, and the
-            aliases of the alias removed (display where one cannot be)."""
-            edits: List[Edit] = []
-            for chain in chained:  # `Tensor = FloatTensor`: goes with the alias
-                gone = ctx.remove_lines(chain)
-                if gone is None:
-                    return display(f"`{a.code(chain.body[0])}` shares its line with other code")
-                edits.append(gone)
-            for site, kind in uses:
-                name = device_of(site)
-                if kind == "type":
-                    edits.append(ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(name)),
-                                                                   cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))]))
-                    continue
-                args = _constructor(a, site)
-                either = _either(a, site) if args is None else None
-                if either is not None:  # a size or data: the CPU twin takes either, as the CUDA type did
-                    edits.append(ctx.replace(site.node, f"{torch}.{_TWINS[dtype]}({either}).to({name})"))
-                    continue
-                if args is None:
-                    return display(f"the arguments of `{target}(...)` on line {ctx.start(site.node)[0]} are "
-                                   "unpacked or named")
-                factory, lead = args
-                edits.append(ctx.replace(site.node, f"{torch}.{factory}({lead}{', ' if lead else ''}"
-                                                    f"dtype={torch}.{dtype}, device={name})"))
-            return edits
+            used = _rewrite_uses(ctx, torch, dtype, target, uses, chained, device_of)  # type: ignore[arg-type]
+            return display(used) if isinstance(used, str) else used
 
         def removal() -> Union[Edit, Fix]:
             gone = ctx.remove_lines(stmt)
@@ -873,6 +935,25 @@ _INTEGER_BUFFERS = ("`{}` is a module: `.to` keeps its integer buffers (BatchNor
                     "integers, where `.type` made them floating point")
 
 
+def _same_choice(a, scope, bindings, devices: List[str]) -> Optional[str]:
+    """A name the scope binds to the very devices an alias's bindings choose, each in
+    the same block just before its binding of the alias (what the fix of another alias
+    bound in the same branches made); or None."""
+    for name, found in scope.bindings.items():
+        if len(found) != len(bindings) or name in scope.declared:
+            continue
+        if all(f.kind == "assign" and f.value is not None and f.cond == b.cond and f.order < b.order
+               and _squash(a.code(f.value)) == _squash(device)
+               for f, b, device in zip(found, bindings, devices)):
+            return name
+    return None
+
+
+def _sides(value: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """The values an assignment may bind: both sides of a conditional expression."""
+    return [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
+
+
 def _with_main_guard(body) -> List[cst.CSTNode]:
     """A body's statements, those of its ``if __name__ == "__main__":`` blocks in their
     place: a script's top level, where an alias is the script's for the rest of it."""
@@ -950,14 +1031,46 @@ def _unless_tensor(a, sites: List[CallSite], fix: Fix) -> Fix:
     return Fix(Applicability.UNSAFE, f"{fix.message} ({caveat})", fix.edits, fix.defines, fix.blocked_by)
 
 
-def _alias_uses(a, scope, target: str, bound: cst.Name
+def _rewrite_uses(ctx: Context, torch: str, dtype: str, target: str, uses: List[Tuple[CallSite, str]],
+                  chained: List[cst.SimpleStatementLine], device_of) -> Union[List[Edit], str]:
+    """An alias's uses rewritten, each with the device ``device_of(site)`` names
+    (``Tensor(...)`` a factory call with ``dtype=`` and ``device=``, ``x.type(Tensor)`` a
+    ``.to(device, dtype)``), and the aliases of the alias removed; or why one cannot be."""
+    a = ctx.analysis
+    edits: List[Edit] = []
+    for chain in chained:  # `Tensor = FloatTensor`: goes with the alias
+        gone = ctx.remove_lines(chain)
+        if gone is None:
+            return f"`{a.code(chain.body[0])}` shares its line with other code"
+        edits.append(gone)
+    for site, kind in uses:
+        name = device_of(site)
+        if kind == "type":
+            edits.append(ctx.rename_call(site.node, "to", [cst.Arg(cst.parse_expression(name)),
+                                                           cst.Arg(cst.parse_expression(f"{torch}.{dtype}"))]))
+            continue
+        args = _constructor(a, site)
+        either = _either(a, site) if args is None else None
+        if either is not None:  # a size or data: the CPU twin takes either, as the CUDA type did
+            edits.append(ctx.replace(site.node, f"{torch}.{_TWINS[dtype]}({either}).to({name})"))
+            continue
+        if args is None:
+            return f"the arguments of `{target}(...)` on line {ctx.start(site.node)[0]} are unpacked or named"
+        factory, lead = args
+        edits.append(ctx.replace(site.node, f"{torch}.{factory}({lead}{', ' if lead else ''}"
+                                            f"dtype={torch}.{dtype}, device={name})"))
+    return edits
+
+
+def _alias_uses(a, scope, target: str, bound: Sequence[cst.Name]
                 ) -> Tuple[List[Tuple[CallSite, str]], Optional[cst.CSTNode], List[cst.SimpleStatementLine]]:
     """The alias's uses, ``Tensor(...)`` ("call") and ``x.type(Tensor)`` ("type"), and
-    the first other mention of the name anywhere but ``bound`` (None when there is none).
+    the first other mention of the name anywhere but its bindings ``bound`` (None when
+    there is none).
     An alias of the alias at the top of the same scope, bound once (the DQN tutorial's
     ``Tensor = FloatTensor``), is the same alias: its uses count, and its statement is
     the third answer (the fix removes it)."""
-    names, seen, chained = [target], {bound}, []
+    names, seen, chained = [target], set(bound), []
     body = scope.node.body if scope.kind == "module" else getattr(scope.node.body, "body", ())
     for name in names:  # (grows while it is read: aliases of aliases)
         for stmt in body:

@@ -143,7 +143,9 @@ class LegacyCudaTensorType(Rule):
         torch.cuda.FloatTensor` `else:` `dtype = torch.FloatTensor`, or a CPU type that a
         branch rebinds) is rewritten as a whole too: each binding becomes the device it
         chooses in its place (`device = torch.device("cuda")`, `torch.device("cpu")`) and
-        the uses as above (**safe** in a script; **unsafe** for a library's public name);
+        the uses as above (**safe** in a script; **unsafe** for a library's public name;
+        where the script already binds its device to that very choice before, the alias
+        goes and the uses take that device);
         display where the name is bound to anything else, bound to a CUDA type twice, or
         used otherwise (handed back: Social GAN's `get_dtypes`). An alias bound by
         unpacking is display-only (the message names the device the statement binds
@@ -424,6 +426,13 @@ class LegacyCudaTensorType(Rule):
                 "        T = torch.cuda.LongTensor\n    return torch.from_numpy(a).type(T)\n",
                 "import torch\ndef load(a, gpu):\n    device = torch.device(\"cpu\")\n    if gpu:\n"
                 "        device = torch.device(\"cuda\")\n    return torch.from_numpy(a).to(device, torch.int64)\n"),
+        # ... where the script already has the device that very choice makes: it takes that one
+        Example("import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "if torch.cuda.is_available():\n    print('GPU')\n    dtype = torch.cuda.FloatTensor\nelse:\n"
+                "    print('CPU')\n    dtype = torch.FloatTensor\nx = torch.zeros(3).type(dtype)\n",
+                "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "if torch.cuda.is_available():\n    print('GPU')\nelse:\n    print('CPU')\n"
+                "x = torch.zeros(3).to(device, torch.float32)\n"),
         # ... bound to another dtype in the other branch: display
         Example("import torch\nif half:\n    T = torch.cuda.HalfTensor\nelse:\n    T = torch.FloatTensor\n"
                 "x = torch.zeros(3).type(T)\n"),
@@ -590,8 +599,8 @@ class LegacyCudaTensorType(Rule):
         uses, other, chained = _alias_uses(a, scope, target, [s.targets[0].target for s in assigns])
         if other is not None:
             return f"`{target}` is also used otherwise on line {ctx.start(other)[0]}"
-        name = _same_choice(a, scope, bindings, devices)
-        if name is not None:  # another alias's fix made these devices: this alias just goes
+        name = _same_choice(a, scope, bindings, devices) or _defined_choice(a, scope, body, bindings, devices, torch)
+        if name is not None:  # a device the code has (or another alias's fix made): the alias just goes
             gone = [ctx.remove_lines(lines_of[id(s)]) for s in assigns]
             if None in gone:
                 return f"a binding of `{target}` shares its line with other code"
@@ -949,6 +958,63 @@ def _same_choice(a, scope, bindings, devices: List[str]) -> Optional[str]:
     return None
 
 
+def _defined_choice(a, scope, body, bindings, devices: List[str], torch: str) -> Optional[str]:
+    """The configured device name where the scope binds it once, unconditionally, before
+    an alias's two bindings, to the very choice they make (`device = torch.device("cuda"
+    if torch.cuda.is_available() else "cpu")` before `if torch.cuda.is_available():`
+    `dtype = torch.cuda.FloatTensor` `else:` `dtype = torch.FloatTensor`), and removing
+    the alias leaves no block empty; or None."""
+    name = a.device_name
+    found = scope.bindings.get(name, ())
+    if (len(bindings) != 2 or len(found) != 1 or found[0].kind != "assign" or found[0].value is None
+            or found[0].cond or found[0].order > bindings[0].order or name in scope.declared):
+        return None
+    cuda = [i for i, device in enumerate(devices) if '"cuda"' in device]
+    if len(cuda) != 1 or not bindings[cuda[0]].cond:
+        return None
+    cpu, branch = bindings[1 - cuda[0]], bindings[cuda[0]]
+    test = _if_test(body, branch.cond[-1][0])
+    if test is None or branch.cond[-1][1] != "body" or (cpu.cond != branch.cond[:-1] + ((branch.cond[-1][0], "orelse"),)
+                                                         and not (cpu.cond == branch.cond[:-1] and cpu.order < branch.order)):
+        return None
+    choice = f'{torch}.device("cuda" if {a.code(test)} else "cpu")'
+    if not _same_device(a, a.code(found[0].value), choice):
+        return None
+    for b in bindings:  # the block each alias line leaves must keep a statement
+        block = _block_of(body, b.value)
+        if block is not None and len(block) < 2:
+            return None
+    return name
+
+
+def _if_test(node, wanted: int) -> Optional[cst.BaseExpression]:
+    """The test of the ``if`` (or ``elif``) whose id is ``wanted``, in the statements
+    ``node`` (a list) or a compound statement holds (not inside a ``def`` or ``class``)."""
+    for child in node if isinstance(node, (list, tuple)) else node.children:
+        if isinstance(child, cst.If) and id(child) == wanted:
+            return child.test
+        if isinstance(child, _HOLDERS) and not isinstance(child, (cst.FunctionDef, cst.ClassDef)):
+            found = _if_test(child, wanted)
+            if found is not None:
+                return found
+    return None
+
+
+def _block_of(body, value: cst.CSTNode) -> Optional[List[cst.CSTNode]]:
+    """The statement list (``body`` itself or one of its blocks, at any depth) whose
+    simple statement assigns ``value``."""
+    for stmt in body:
+        if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            if any(isinstance(small, cst.Assign) and small.value is value for small in stmt.body):
+                return list(body)
+        elif not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            for block in _block_lists(stmt):
+                found = _block_of(block, value)
+                if found is not None:
+                    return found
+    return None
+
+
 def _sides(value: cst.BaseExpression) -> List[cst.BaseExpression]:
     """The values an assignment may bind: both sides of a conditional expression."""
     return [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
@@ -979,19 +1045,28 @@ def _alias_lines(body, nested: bool = False) -> Iterable[Tuple[Union[cst.SimpleS
             yield from _alias_lines(_blocks(stmt), True)
 
 
-def _blocks(node: cst.CSTNode) -> List[cst.CSTNode]:
-    """The statements of a compound statement's blocks (its ``else``, handlers and
-    ``finally`` included), in order."""
-    found: List[cst.CSTNode] = []
+def _block_lists(node: cst.CSTNode) -> List[List[cst.CSTNode]]:
+    """The statement lists of a compound statement's blocks (its ``elif``s', ``else``'s,
+    handlers' and ``finally``'s too), in order."""
+    found: List[List[cst.CSTNode]] = []
     for child in node.children:
         if isinstance(child, cst.IndentedBlock):
-            found.extend(child.body)
+            found.append(list(child.body))
         elif isinstance(child, cst.SimpleStatementSuite):
-            found.append(child)
-        elif isinstance(child, (cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler,
-                                cst.Finally, cst.MatchCase)):
-            found.extend(_blocks(child) if not isinstance(child, cst.If) else [child])
+            found.append([child])
+        elif isinstance(child, _HOLDERS) and not isinstance(child, cst.BaseSuite):
+            found.extend(_block_lists(child))
     return found
+
+
+def _blocks(node: cst.CSTNode) -> List[cst.CSTNode]:
+    """The statements of a compound statement's blocks, in order."""
+    return [stmt for block in _block_lists(node) for stmt in block]
+
+
+# what holds statements: compound statements, their blocks and their parts
+_HOLDERS = (cst.BaseCompoundStatement, cst.BaseSuite, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler,
+            cst.Finally, cst.MatchCase)
 
 
 # a device written out: "cuda", "cuda:1", "cpu" (alone or as the head of a concatenation

@@ -120,7 +120,8 @@ class LegacyCudaTensorType(Rule):
         plugin cannot tell).
 
         The alias idiom `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`
-        is rewritten as a whole (with its own aliases, `Tensor = FloatTensor`, which
+        (or `torch.Tensor` on the CPU side, the default type: `torch.FloatTensor` where the
+        file never changes the default) is rewritten as a whole (with its own aliases, `Tensor = FloatTensor`, which
         go): the alias becomes `device = torch.device("cuda" if cuda else "cpu")` (the
         very same choice, made at the same point), every `Tensor(...)` a factory call
         with `dtype=` and `device=`, every `x.type(Tensor)` a `.to(device, dtype)`:
@@ -433,6 +434,14 @@ class LegacyCudaTensorType(Rule):
                 "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
                 "if torch.cuda.is_available():\n    print('GPU')\nelse:\n    print('CPU')\n"
                 "x = torch.zeros(3).to(device, torch.float32)\n"),
+        # ... `torch.Tensor` on the CPU side: the default type, `torch.FloatTensor` here
+        Example("import torch\nif args.cuda:\n    Tensor = torch.cuda.FloatTensor\nelse:\n    Tensor = torch.Tensor\n"
+                "x = Tensor(2, 3)\n",
+                "import torch\nif args.cuda:\n    device = torch.device(\"cuda\")\nelse:\n"
+                "    device = torch.device(\"cpu\")\nx = torch.empty(2, 3, dtype=torch.float32, device=device)\n"),
+        # ... but not where the file changes the default type
+        Example("import torch\ntorch.set_default_dtype(torch.float64)\nif args.cuda:\n"
+                "    Tensor = torch.cuda.FloatTensor\nelse:\n    Tensor = torch.Tensor\nx = Tensor(2, 3)\n"),
         # ... bound to another dtype in the other branch: display
         Example("import torch\nif half:\n    T = torch.cuda.HalfTensor\nelse:\n    T = torch.FloatTensor\n"
                 "x = torch.zeros(3).type(T)\n"),
@@ -906,6 +915,9 @@ def _alias_device(a, scope, value: cst.BaseExpression, dtype: str, torch: Option
             return '"cuda"' if LEGACY[q] == dtype else None
         if q is not None and q.startswith("torch.") and DTYPES.get(q[len("torch."):]) == dtype:
             return '"cpu"'
+        if q == "torch.Tensor" and dtype == "float32" and not any(
+                site.qualname in _DEFAULT_TYPE_SETTERS for site in a.calls):
+            return '"cpu"'  # the default tensor type, `torch.FloatTensor` where the file never changes it
         return None
 
     if isinstance(value, cst.IfExp):
@@ -914,6 +926,10 @@ def _alias_device(a, scope, value: cst.BaseExpression, dtype: str, torch: Option
             return None
         return f"{torch}.device({body} if {a.code(value.test)} else {orelse})"
     return f"{torch}.device({side(value)})" if side(value) else None
+
+
+# what makes `torch.Tensor` another type than `torch.FloatTensor`
+_DEFAULT_TYPE_SETTERS = frozenset({"torch.set_default_dtype", "torch.set_default_tensor_type"})
 
 
 def _flag_fallback(a, scope, value: cst.BaseExpression, torch: Optional[str]) -> Optional[cst.IfExp]:

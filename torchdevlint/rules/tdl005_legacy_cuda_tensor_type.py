@@ -498,8 +498,7 @@ class LegacyCudaTensorType(Rule):
                         and isinstance(stmt.body[0].targets[0].target, (cst.Name, cst.Attribute))):
                     continue
                 value = stmt.body[0].value
-                options = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
-                legacy = [o for o in options if a.qualname(o, scope) in LEGACY]
+                legacy = [o for o in _sides(value) if a.qualname(o, scope) in LEGACY]
                 if not legacy:
                     continue
                 dtype = LEGACY[a.qualname(legacy[0], scope)]  # type: ignore[index]
@@ -522,9 +521,11 @@ class LegacyCudaTensorType(Rule):
         the conditional expression), or by unpacking (neural-style's `dtype,
         backward_device = torch.cuda.FloatTensor, "cuda:" + str(params.gpu)`), often handed
         back to a caller (Social GAN's `get_dtypes`). Reported where the CUDA type is
-        bound, display only: what replaces it differs from branch to branch."""
+        bound; the statement form is rewritten as a whole (``_branch_fix``), an unpacking
+        is display only."""
         a = ctx.analysis
-        for line, nested in _alias_lines(_with_main_guard(body)):
+        lines = list(_alias_lines(_with_main_guard(body)))
+        for line, nested in lines:
             for small in line.body:
                 if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
                     continue
@@ -540,8 +541,7 @@ class LegacyCudaTensorType(Rule):
                 else:
                     continue  # a top-level alias: the idiom above
                 for name, bound in pairs:
-                    options = [bound.body, bound.orelse] if isinstance(bound, cst.IfExp) else [bound]
-                    legacy = [o for o in options if a.qualname(o, scope) in LEGACY]
+                    legacy = [o for o in _sides(bound) if a.qualname(o, scope) in LEGACY]
                     if not isinstance(name, (cst.Name, cst.Attribute)) or not legacy:
                         continue
                     dtype = LEGACY[a.qualname(legacy[0], scope)]  # type: ignore[index]
@@ -557,7 +557,7 @@ class LegacyCudaTensorType(Rule):
                     elif isinstance(name, cst.Attribute):
                         why = "an attribute's uses are not all in sight: not rewritten"
                     else:
-                        fix = self._branch_fix(ctx, scope, body, alias, dtype)
+                        fix = self._branch_fix(ctx, scope, body, lines, alias, dtype)
                         if isinstance(fix, Fix):
                             yield ctx.violation(bound, message, fix)
                             continue
@@ -573,7 +573,7 @@ class LegacyCudaTensorType(Rule):
                                 f"dtype=torch.{dtype}, device=device)` and convert with `.to(device, torch.{dtype})`")
                     yield ctx.violation(bound, message, Fix(Applicability.DISPLAY, f"{hint} (display only: {why})"))
 
-    def _branch_fix(self, ctx: Context, scope, body, target: str, dtype: str) -> Union[Fix, str]:
+    def _branch_fix(self, ctx: Context, scope, body, lines, target: str, dtype: str) -> Union[Fix, str]:
         """The statement form of the idiom rewritten as a whole: every binding of the
         alias in its scope, each a line of its own binding a legacy CUDA type or its CPU
         twin (`if use_cuda:` `dtype = torch.cuda.FloatTensor` `else:` `dtype =
@@ -587,46 +587,45 @@ class LegacyCudaTensorType(Rule):
             return "`torch` is not imported unconditionally"
         if target in scope.declared:
             return f"`{target}` is declared `global` or `nonlocal`"
-        lines = {id(small.value): (line, small) for line, _ in _alias_lines(_with_main_guard(body))
-                 for small in line.body if isinstance(small, cst.Assign)}
-        assigns, devices, cuda = [], [], 0
-        lines_of = {}  # an assignment -> its line
+        assigned = {id(small.value): (line, small) for line, _ in lines for small in line.body
+                    if isinstance(small, cst.Assign)}
+        found, devices = [], []  # each binding's (line, assignment), and the device it chooses
         for b in bindings:
-            found = lines.get(id(b.value)) if b.kind == "assign" and b.value is not None else None
-            if found is None or len(found[0].body) != 1 or not isinstance(found[0], cst.SimpleStatementLine) \
-                    or len(found[1].targets) != 1 or not isinstance(found[1].targets[0].target, cst.Name):
+            line, assign = assigned.get(id(b.value), (None, None)) if b.kind == "assign" else (None, None)
+            if (not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or len(assign.targets) != 1
+                    or not isinstance(assign.targets[0].target, cst.Name)):
                 return f"`{target}` is also bound otherwise"
-            device = _alias_device(a, scope, found[1].value, dtype, torch)
+            device = _alias_device(a, scope, assign.value, dtype, torch)
             if device is None:
                 return f"`{target}` is also bound to something other than `torch.{_TWINS[dtype]}` or its CUDA twin"
-            cuda += sum(1 for o in _sides(found[1].value) if a.qualname(o, scope) in LEGACY)
-            assigns.append(found[1])
+            found.append((line, assign))
             devices.append(device)
-            lines_of[id(found[1])] = found[0]
-        if cuda != 1:
+        if sum(1 for _, assign in found for o in _sides(assign.value) if a.qualname(o, scope) in LEGACY) != 1:
             return f"`{target}` is bound to a CUDA type more than once"
-        uses, other, chained = _alias_uses(a, scope, target, [s.targets[0].target for s in assigns])
+        uses, other, chained = _alias_uses(a, scope, target, [assign.targets[0].target for _, assign in found])
         if other is not None:
             return f"`{target}` is also used otherwise on line {ctx.start(other)[0]}"
         name = _same_choice(a, scope, bindings, devices) or _defined_choice(a, scope, body, bindings, devices, torch)
         if name is not None:  # a device the code has (or another alias's fix made): the alias just goes
-            gone = [ctx.remove_lines(lines_of[id(s)]) for s in assigns]
+            gone = [ctx.remove_lines(line) for line, _ in found]
             if None in gone:
                 return f"a binding of `{target}` shares its line with other code"
             edits = [e for e in gone if e is not None]
+            head = f"Remove the alias: `{name}` makes the same choice"
         else:
             name = a.free_name(a.device_name, within=scope.node if scope.kind == "function" else None)
             edits = [Edit((r.start.line, r.start.column), (r.end.line, r.end.column), f"{name} = {device}",
-                          a.code(s)) for s, device in zip(assigns, devices) for r in (a.range(s),)]
+                          a.code(assign)) for (_, assign), device in zip(found, devices) for r in (a.range(assign),)]
+            head = (f"Replace the alias by `{name}`, bound where the alias is (`{torch}.device(\"cuda\")` for the "
+                    f"CUDA type, `\"cpu\"` for its CPU twin)")
         used = _rewrite_uses(ctx, torch, dtype, target, uses, chained, lambda site: name)
         if isinstance(used, str):
             return used
         why = (f"other modules may import `{target}`: this file looks like a library module"
                if scope.kind == "module" and not a.devices.is_script and not target.startswith("_")
                else _module_caveat(a, [site for site, kind in uses if kind == "type"]))
-        message = (f"Replace the alias by `{name}`, bound where the alias is (`{torch}.device(\"cuda\")` for the "
-                   f"CUDA type, `\"cpu\"` for its CPU twin), and pass `dtype={torch}.{dtype}, device={name}` where "
-                   "it is used" + (f" ({why})" if why else ""))
+        message = f"{head}, and pass `dtype={torch}.{dtype}, device={name}` where it is used" + (
+            f" ({why})" if why else "")
         return ctx.guarded(Fix(Applicability.UNSAFE if why else Applicability.SAFE, message,
                                tuple(edits) + tuple(used), frozenset({name})))
 

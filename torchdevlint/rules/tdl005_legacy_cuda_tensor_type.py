@@ -434,6 +434,13 @@ class LegacyCudaTensorType(Rule):
                 "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
                 "if torch.cuda.is_available():\n    print('GPU')\nelse:\n    print('CPU')\n"
                 "x = torch.zeros(3).to(device, torch.float32)\n"),
+        # ... but not where removing the alias would leave a block empty: a name of its own
+        Example("import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "if torch.cuda.is_available():\n    dtype = torch.cuda.FloatTensor\nelse:\n"
+                "    dtype = torch.FloatTensor\nx = torch.zeros(3).type(dtype)\n",
+                "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                "if torch.cuda.is_available():\n    torch_device = torch.device(\"cuda\")\nelse:\n"
+                "    torch_device = torch.device(\"cpu\")\nx = torch.zeros(3).to(torch_device, torch.float32)\n"),
         # ... `torch.Tensor` on the CPU side: the default type, `torch.FloatTensor` here
         Example("import torch\nif args.cuda:\n    Tensor = torch.cuda.FloatTensor\nelse:\n    Tensor = torch.Tensor\n"
                 "x = Tensor(2, 3)\n",
@@ -525,7 +532,7 @@ class LegacyCudaTensorType(Rule):
         is display only."""
         a = ctx.analysis
         lines = list(_alias_lines(_with_main_guard(body)))
-        for line, nested in lines:
+        for line, nested, _ in lines:
             for small in line.body:
                 if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
                     continue
@@ -587,27 +594,30 @@ class LegacyCudaTensorType(Rule):
             return "`torch` is not imported unconditionally"
         if target in scope.declared:
             return f"`{target}` is declared `global` or `nonlocal`"
-        assigned = {id(small.value): (line, small) for line, _ in lines for small in line.body
+        assigned = {id(small.value): (line, small, block) for line, _, block in lines for small in line.body
                     if isinstance(small, cst.Assign)}
-        found, devices = [], []  # each binding's (line, assignment), and the device it chooses
+        found, devices = [], []  # each binding's (line, assignment, block), and the device it chooses
         for b in bindings:
-            line, assign = assigned.get(id(b.value), (None, None)) if b.kind == "assign" else (None, None)
+            line, assign, block = assigned.get(id(b.value), (None,) * 3) if b.kind == "assign" else (None,) * 3
             if (not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or len(assign.targets) != 1
                     or not isinstance(assign.targets[0].target, cst.Name)):
                 return f"`{target}` is also bound otherwise"
             device = _alias_device(a, scope, assign.value, dtype, torch)
             if device is None:
                 return f"`{target}` is also bound to something other than `torch.{_TWINS[dtype]}` or its CUDA twin"
-            found.append((line, assign))
+            found.append((line, assign, block))
             devices.append(device)
-        if sum(1 for _, assign in found for o in _sides(assign.value) if a.qualname(o, scope) in LEGACY) != 1:
+        if sum(1 for _, assign, _ in found for o in _sides(assign.value) if a.qualname(o, scope) in LEGACY) != 1:
             return f"`{target}` is bound to a CUDA type more than once"
-        uses, other, chained = _alias_uses(a, scope, target, [assign.targets[0].target for _, assign in found])
+        uses, other, chained = _alias_uses(a, scope, target, [assign.targets[0].target for _, assign, _ in found])
         if other is not None:
             return f"`{target}` is also used otherwise on line {ctx.start(other)[0]}"
-        name = _same_choice(a, scope, bindings, devices) or _defined_choice(a, scope, body, bindings, devices, torch)
-        if name is not None:  # a device the code has (or another alias's fix made): the alias just goes
-            gone = [ctx.remove_lines(line) for line, _ in found]
+        # a device the code has (or another alias's fix made), where removing each alias
+        # line leaves its block a statement
+        name = (_same_choice(a, scope, bindings, devices) or _defined_choice(a, scope, body, bindings, devices, torch)
+                if all(len(block) > 1 for _, _, block in found) else None)
+        if name is not None:  # the alias just goes
+            gone = [ctx.remove_lines(line) for line, _, _ in found]
             if None in gone:
                 return f"a binding of `{target}` shares its line with other code"
             edits = [e for e in gone if e is not None]
@@ -615,7 +625,7 @@ class LegacyCudaTensorType(Rule):
         else:
             name = a.free_name(a.device_name, within=scope.node if scope.kind == "function" else None)
             edits = [Edit((r.start.line, r.start.column), (r.end.line, r.end.column), f"{name} = {device}",
-                          a.code(assign)) for (_, assign), device in zip(found, devices) for r in (a.range(assign),)]
+                          a.code(assign)) for (_, assign, _), device in zip(found, devices) for r in (a.range(assign),)]
             head = (f"Replace the alias by `{name}`, bound where the alias is (`{torch}.device(\"cuda\")` for the "
                     f"CUDA type, `\"cpu\"` for its CPU twin)")
         used = _rewrite_uses(ctx, torch, dtype, target, uses, chained, lambda site: name)
@@ -977,8 +987,7 @@ def _defined_choice(a, scope, body, bindings, devices: List[str], torch: str) ->
     """The configured device name where the scope binds it once, unconditionally, before
     an alias's two bindings, to the very choice they make (`device = torch.device("cuda"
     if torch.cuda.is_available() else "cpu")` before `if torch.cuda.is_available():`
-    `dtype = torch.cuda.FloatTensor` `else:` `dtype = torch.FloatTensor`), and removing
-    the alias leaves no block empty; or None."""
+    `dtype = torch.cuda.FloatTensor` `else:` `dtype = torch.FloatTensor`); or None."""
     name = a.device_name
     found = scope.bindings.get(name, ())
     if (len(bindings) != 2 or len(found) != 1 or found[0].kind != "assign" or found[0].value is None
@@ -993,13 +1002,7 @@ def _defined_choice(a, scope, body, bindings, devices: List[str], torch: str) ->
                                                          and not (cpu.cond == branch.cond[:-1] and cpu.order < branch.order)):
         return None
     choice = f'{torch}.device("cuda" if {a.code(test)} else "cpu")'
-    if not _same_device(a, a.code(found[0].value), choice):
-        return None
-    for b in bindings:  # the block each alias line leaves must keep a statement
-        block = _block_of(body, b.value)
-        if block is not None and len(block) < 2:
-            return None
-    return name
+    return name if _same_device(a, a.code(found[0].value), choice) else None
 
 
 def _if_test(node, wanted: int) -> Optional[cst.BaseExpression]:
@@ -1012,21 +1015,6 @@ def _if_test(node, wanted: int) -> Optional[cst.BaseExpression]:
             found = _if_test(child, wanted)
             if found is not None:
                 return found
-    return None
-
-
-def _block_of(body, value: cst.CSTNode) -> Optional[List[cst.CSTNode]]:
-    """The statement list (``body`` itself or one of its blocks, at any depth) whose
-    simple statement assigns ``value``."""
-    for stmt in body:
-        if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-            if any(isinstance(small, cst.Assign) and small.value is value for small in stmt.body):
-                return list(body)
-        elif not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-            for block in _block_lists(stmt):
-                found = _block_of(block, value)
-                if found is not None:
-                    return found
     return None
 
 
@@ -1049,15 +1037,16 @@ def _with_main_guard(body) -> List[cst.CSTNode]:
 
 
 def _alias_lines(body, nested: bool = False) -> Iterable[Tuple[Union[cst.SimpleStatementLine,
-                                                                     cst.SimpleStatementSuite], bool]]:
-    """The simple statements of a scope's ``body``, with whether each is nested in a
+                                                                     cst.SimpleStatementSuite], bool, Sequence]]:
+    """The simple statements of a scope's ``body``, each with whether it is nested in a
     compound statement (``if``, ``for``, ``with``, ``try`` ...; not a ``def`` or
-    ``class``: scopes of their own)."""
+    ``class``: scopes of their own) and the statements of its block."""
     for stmt in body:
         if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-            yield stmt, nested
+            yield stmt, nested, body
         elif not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-            yield from _alias_lines(_blocks(stmt), True)
+            for block in _block_lists(stmt):
+                yield from _alias_lines(block, True)
 
 
 def _block_lists(node: cst.CSTNode) -> List[List[cst.CSTNode]]:
@@ -1072,11 +1061,6 @@ def _block_lists(node: cst.CSTNode) -> List[List[cst.CSTNode]]:
         elif isinstance(child, _HOLDERS) and not isinstance(child, cst.BaseSuite):
             found.extend(_block_lists(child))
     return found
-
-
-def _blocks(node: cst.CSTNode) -> List[cst.CSTNode]:
-    """The statements of a compound statement's blocks, in order."""
-    return [stmt for block in _block_lists(node) for stmt in block]
 
 
 # what holds statements: compound statements, their blocks and their parts

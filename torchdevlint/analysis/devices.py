@@ -1120,11 +1120,11 @@ class DeviceFacts:
         tested = self.tested_tensor(site)  # if next(self.parameters()).is_cuda: x = x.cuda()
         if tested is not None and not self._sent_apart(site, tested):
             return Verdict("TDL002", f"`{tested}`", DeviceChoice(f"{tested}.device", False, f"`{tested}`"))
-        if self._elsewhere(site, chosen):
-            return Verdict("TDL004", chosen.why, chosen)  # type: ignore[union-attr]
-        if site.node in self._handed_to_current_device_ddp:
+        if site.node in self._handed_to_current_device_ddp:  # (whatever device the code chose elsewhere)
             return Verdict(None, "the DDP wrapper it is handed to names it too: "
                                  "`device_ids=[torch.cuda.current_device()]`")
+        if self._elsewhere(site, chosen):
+            return Verdict("TDL004", chosen.why, chosen)  # type: ignore[union-attr]
         return Verdict("TDL001", "implicit current device", chosen)
 
     @cached_property
@@ -1204,11 +1204,43 @@ class DeviceFacts:
         return True
 
     def _chosen(self, site: CallSite) -> Optional[DeviceChoice]:
-        """The device the code chose before ``site``; exact under the test it was chosen on."""
+        """The device the code chose before ``site``; exact under the test it was chosen on,
+        and none in the branch that chooses the current device after ``site``."""
         chosen = self.chosen_device(site)
         if chosen is not None and not chosen.exact and chosen.exact_if and self._guarded_by(site, chosen.exact_if):
             chosen = DeviceChoice(chosen.code, True, chosen.why)  # `if cuda:` under `device = ... if cuda`
+        if chosen is not None and not chosen.exact:
+            here = self._chosen_in_branch(site, chosen.code)
+            if here is not None:  # the branch's own choice is the current device: exact once made
+                chosen = DeviceChoice(chosen.code, True, chosen.why) if here < site.order else None
         return chosen
+
+    def _chosen_in_branch(self, site: CallSite, code: str) -> Optional[int]:
+        """Where (its order) an ``if`` arm around ``site`` binds the chosen device ``code``
+        (a name of the site's function, or ``self.<attr>`` in its method) to exactly the
+        current device: mmgen's metrics, ``self.device = "cpu"`` then ``if
+        torch.cuda.is_available():`` ``self.inception_net = self.inception_net.cuda()``
+        ``self.device = "cuda"``. In that arm ``.cuda()`` is the code's own choice, not a
+        bypass of it; before the binding the name still holds the other device."""
+        a = self.a
+        found: List[Tuple[object, Tuple[Tuple[int, str], ...], int, Scope]] = []
+        if code.startswith("self."):
+            klass = a.enclosing_class(site.scope)
+            method = a.enclosing_method(site.scope)
+            if klass is None or method is None or a.enclosing_function(site.scope) is not method:
+                return None
+            found = [(v, klass.self_attr_conds.get((code[5:], o), ()), o, method.scope)
+                     for v, m, o in klass.self_attr_sets.get(code[5:], ()) if m == method.name]
+        else:
+            owner, imported = a.lookup(code, site.scope)
+            if owner is None or imported is not None or owner is not (_function_scope(site.scope) or a.module_scope):
+                return None
+            found = [(b.value, b.cond, b.order, owner) for b in owner.bindings.get(code, ()) if b.value is not None]
+        for value, cond, order, scope in found:
+            if cond and cond[-1][1] in ("body", "orelse") and site.cond[:len(cond)] == cond \
+                    and self.is_exact_current(value, scope):  # type: ignore[arg-type]
+                return order
+        return None
 
     def _elsewhere(self, site: CallSite, chosen: Optional[DeviceChoice]) -> bool:
         """Whether ``.cuda()`` at ``site`` may go elsewhere than the chosen device (TDL004's)."""

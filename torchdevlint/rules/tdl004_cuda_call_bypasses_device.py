@@ -31,7 +31,12 @@ class CudaCallBypassesDevice(Rule):
         `.cuda()` ignores: that is TDL001's safe rewrite. Nor is one chosen on a test
         (`torch.device("cuda") if cuda else torch.device("cpu")`, or the same as an
         `if cuda:`/`else:` statement, as pyro's MuE models write it) at a `.cuda()` under
-        that same test (`if cuda:`), where the choice is exactly the current device.
+        that same test (`if cuda:`), where the choice is exactly the current device, nor
+        in the `if` arm that itself sets the device to the current one (mmgen's metrics:
+        `self.device = "cpu"`, then under `if torch.cuda.is_available():` the network's
+        `.cuda()` and `self.device = "cuda"`). Nor a module moved with `.cuda()` into a
+        DDP wrapper that names the current device (`device_ids=[torch.cuda.current_device()]`,
+        OpenMMLab's `train_model`, whose `device` parameter serves the other branch).
         In code that runs once per rank this code wins over TDL003: the chosen device is
         what the line should use, whatever the rank.
     """
@@ -93,6 +98,18 @@ class CudaCallBypassesDevice(Rule):
         "import torch\nfrom basicsr.models.sr_model import SRModel\n\n\nclass RealESRNetModel(SRModel):\n"
         "    def __init__(self, opt):\n        super().__init__(opt)\n        self.jpeger = DiffJPEG().cuda()\n\n"
         "    def feed_data(self, data):\n        self.lq = data['lq'].to(self.device)\n",
+        # the arm that sets the device to the current one moves the network there (mmgen's metrics)
+        "import torch\nclass FID:\n    def __init__(self, net):\n        self.device = 'cpu'\n"
+        "        self.net = net\n        if torch.cuda.is_available():\n            self.net = self.net.cuda()\n"
+        "            self.device = 'cuda'\n",
+        "import torch\ndevice = 'cpu'\nif torch.cuda.is_available():\n    device = 'cuda'\n"
+        "    model = Net().cuda()\n",
+        # the DDP wrapper names the current device; `device` serves the other branch (OpenMMLab's train_model)
+        "import torch\nfrom mmcv.parallel import MMDataParallel, MMDistributedDataParallel\n\n\n"
+        "def train_model(model, distributed=False, device='cuda'):\n    if distributed:\n"
+        "        model = MMDistributedDataParallel(model.cuda(), device_ids=[torch.cuda.current_device()])\n"
+        "    elif device == 'cuda':\n        model = MMDataParallel(model.cuda(0), device_ids=[0])\n"
+        "    return model\n",
         # ... nor where the class only asks its type: not passed on as a device
         "import torch\nfrom lib import Base\n\n\nclass Model(Base):\n    def step(self, x):\n"
         "        if self.device.type == 'cuda':\n            x = x.cuda()\n        return x\n",
@@ -123,6 +140,12 @@ class CudaCallBypassesDevice(Rule):
             "    if cuda or debug:\n        model.cuda()\n",
             "import torch\ndef fit(cuda):\n    device = torch.device('cuda') if cuda else torch.device('cpu')\n"
             "    if cuda or debug:\n        model.to(device)\n",
+        ),
+        Example(  # after the arm that chose the current device: the CPU path reaches it
+            "import torch\ndevice = 'cpu'\nif torch.cuda.is_available():\n    device = 'cuda'\n"
+            "x = torch.zeros(1).cuda()\n",
+            "import torch\ndevice = 'cpu'\nif torch.cuda.is_available():\n    device = 'cuda'\n"
+            "x = torch.zeros(1).to(device)\n",
         ),
         Example(  # fairseq's trainer: one branch per accelerator, a helper of another module's for the TPU
             "import torch\nfrom fairseq import utils\n\n\nclass Trainer:\n    def __init__(self, cfg):\n"

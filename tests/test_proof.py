@@ -65,6 +65,9 @@ EXPECTATIONS = {
     # the types follow `if torch.cuda.is_available():` (the statement form of the alias
     # idiom): the script ran on CPU before too; the simulator shows the same placement after
     "tdl005/dtype_branch_alias.py": {"original_fails_on_cpu": False},
+    # the dropped moves follow the model's device (CPU there): the script ran on CPU before
+    # too; with the model on a GPU the original feeds it CPU tensors and the rewrite does not
+    "tdl009/shape_probe.py": {"original_fails_on_cpu": False, "fixes_placement": True},
     # the default type is CUDA only under `if torch.cuda.is_available():` (DeepXDE's backend)
     "tdl005/pde_backend_default_type.py": {"original_fails_on_cpu": False},
 }

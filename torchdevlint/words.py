@@ -56,6 +56,9 @@ one of its tokens). A token is one of:
 - ``expr:DOTTED``: a call that is a whole expression statement (``torch.cuda.device(1)``
   alone on its line: not entered, assigned, returned or tested) and whose function may
   resolve to DOTTED (as ``qual:`` resolves);
+- ``drop:NAME``: a call of a method NAME that is a whole expression statement, on a
+  name or an attribute or item chain on one (``x.cuda()``, ``self.mean.to(d)``: not
+  ``torch.zeros(1).cuda()``), as ``receivers.discarded_moves`` reads it;
 - ``nomap@N:DOTTED``: a call whose function may resolve to DOTTED, with neither
   ``map_location=`` nor more than N positional arguments, nor ``*args``/``**kwargs``;
 - ``text:TEST``: the module's text passes ``TEXT_TESTS[TEST]`` (for what the analysis
@@ -495,18 +498,90 @@ def _searcher(name: str) -> Callable[..., bool]:
     return test
 
 
+# what TDL009's gate reads (``drop:``): a move called on a chain of names, attributes and
+# items, at the start of a statement (a literal first: each pattern jumps from one to the next)
+_MOVE_WORDS = {str: (".cuda", ".cpu", ".to"), bytes: (b".cuda", b".cpu", b".to")}
+_MOVE_CALLS = tuple(re.compile(rf"\.{name}{_SP}\(") for name in ("cuda", "cpu", "to"))
+_OPENER = {")": "(", "]": "[", "}": "{"}
+
+
+def _dropped_move(data) -> bool:
+    """Whether a ``.cuda(``, ``.cpu(`` or ``.to(`` call may be a whole statement, as TDL009's
+    gate (``drop:``) reads it: what stands before the dot is a chain of names, attributes
+    and bracketed parts (``x``, ``self.mean``, ``batch[i]``, ``f(a)``), and before that
+    chain only the line's indentation, a ``;`` or a ``:``. Not ``y = x.cuda()``,
+    ``f(x.to(d))``, ``return x.cpu()``, one in a comment. A bracketed part with a quote
+    in it, and a dot that starts its line, are not read: they let the text through."""
+    kind = type(data)
+    if not any(w in data for w in _MOVE_WORDS[kind]):
+        return False
+    text = data if kind is str else data.decode("latin-1")  # (ASCII stays in place)
+    for pattern in _MOVE_CALLS:
+        for m in pattern.finditer(text):
+            k = m.start()
+            if _not_code(text, k):
+                continue
+            start = _receiver_start(text, k)
+            if start is None:
+                return True
+            j = _skip_spaces_back(text, start - 1)
+            if j < 0 or text[j] in "\n\r;:":
+                return True  # (a dot that starts its line continues a chain from lines above: not read)
+    return False
+
+
+def _receiver_start(text: str, dot: int) -> Optional[int]:
+    """Where the chain of names, attributes and bracketed parts that ends just before
+    ``text[dot]`` starts (``dot`` itself when none ends there); None where a bracketed
+    part holds a quote or is not closed in the text (not read)."""
+    j = _skip_spaces_back(text, dot - 1)
+    start = dot
+    while j >= 0:
+        ch = text[j]
+        if ch in _OPENER:  # a bracketed part: back to its opener
+            depth = 0
+            while j >= 0:
+                c = text[j]
+                if c in "'\"#":
+                    return None
+                if c in _OPENER:
+                    depth += 1
+                elif c in "([{":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j -= 1
+            if j < 0:
+                return None
+            start = j
+            j = _skip_spaces_back(text, j - 1)
+            continue  # `x[i]`, `f(a)`: a name or another part may stand right before it
+        if _is_word_char(ch):
+            while j >= 0 and _is_word_char(text[j]):
+                j -= 1
+            start = j + 1
+            j = _skip_spaces_back(text, j)
+            if j >= 0 and text[j] == ".":
+                j = _skip_spaces_back(text, j - 1)
+                continue
+            return start
+        return start
+    return start
+
+
 # str or bytes -> whether a rule may fire, for what a substring cannot pin down: a bare
 # `.cuda()` (TDL001, TDL002, TDL004), a GPU use and what starts processes (TDL003: bare or
 # named; launchers, markers), a typed CUDA tensor (TDL005)
 TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _rank_marker,
                                               "data-parallel": _data_parallel, "rank-launch": _rank_launch,
                                               "rank-device": _rank_device, "device-context": _device_context,
+                                              "dropped-move": _dropped_move,
                                               **{name: _searcher(name) for name in _TESTS_RE}}
 # how many substrings each text test looks for in a text that passes none (one for
 # one pattern): what it costs the prefilter beside a plain substring (``catalogue._plan``)
 TEXT_TEST_SCANS: Dict[str, int] = {"load": 1, "rank": len(_MARKER_WORDS), "data-parallel": 1,
                                    "rank-launch": len(_LAUNCH_WORDS) + len(_MARKER_WORDS),
-                                   "rank-device": len(_RANK_WORDS), "device-context": 1,
+                                   "rank-device": len(_RANK_WORDS), "device-context": 1, "dropped-move": 3,
                                    **{name: len(words[str]) for name, (words, _) in _TESTS_RE.items()}}
 
 
@@ -708,6 +783,9 @@ class CodeWords:
             return token[5:] in self._quals_of("stmt", self._statements)
         if token.startswith("expr:"):
             return token[5:] in self._quals_of("expr", self._exprs)
+        if token.startswith("drop:"):
+            return any(type(f) is ast.Attribute and f.attr == token[5:] and _held(f.value)  # type: ignore[attr-defined]
+                       for f in self._exprs)
         if token.startswith("nomap@"):
             most, _, qual = token[6:].partition(":")
             return qual in self._quals_of(f"nomap@{most}", [f for f, n in self._unmapped if n <= int(most)])
@@ -957,6 +1035,13 @@ _STRUCTURAL: Dict[str, Callable[["CodeWords"], bool]] = {
     "thread:cuda": lambda words: _thread_uses_cuda(words._tree),  # type: ignore[arg-type]
     "target:Process": _process_target,
 }
+
+
+def _held(expr: ast.AST) -> bool:
+    """A name, or an attribute or item chain on one (``analysis.receivers.held_root``)."""
+    while type(expr) is ast.Attribute or type(expr) is ast.Subscript:
+        expr = expr.value  # type: ignore[attr-defined]
+    return type(expr) is ast.Name
 
 
 def _last(func: ast.AST) -> str:

@@ -28,6 +28,7 @@ from .facts import (  # noqa: F401
     DeviceChoice,
     FunctionInfo,
     ImplicitUse,
+    binding_in_force,
     Scope,
     Target,
     compared,

@@ -1330,9 +1330,10 @@ class DeviceFacts:
 
     @cached_property
     def verdicts(self) -> Dict[cst.Call, Verdict]:
-        """Every bare ``.cuda()`` outside a device block that TDL201 does not claim."""
+        """Every bare ``.cuda()`` outside a device block that TDL201 does not claim, nor
+        TDL009 (a move whose result is dropped: it places nothing)."""
         a = self.a
-        claimed = a.data_parallel_moves
+        claimed = a.data_parallel_moves | set(a.discarded_moves)
         return {s.node: self.classify(s) for s in a.calls
                 if is_bare_cuda(s.node) and s.node not in claimed and not self._other_framework(s)}
 

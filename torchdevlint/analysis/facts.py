@@ -366,6 +366,22 @@ def definitely_bound(conds: List[Tuple[Tuple[int, str], ...]], site: Tuple[Tuple
     return any(covered(site[:k]) for k in range(len(site) + 1))
 
 
+def binding_in_force(bindings: List[Binding], site: "CallSite") -> Optional[Binding]:
+    """The one binding of a name (``bindings``: the name's in the site's own scope) that
+    holds at ``site``, or None when that is not certain: the last one before it, made on
+    the site's own path (in no branch, or in a branch the site is in too: fairseq's
+    ``centroids = torch.rand(...)`` under the ``if`` that then moves it), and no later
+    binding can come round again (the site is in no loop). The site's own statement
+    (``labels = Variable(LongTensor(labels))``) binds after it."""
+    own = {id(s.value) for s in (site.line.body if site.line is not None else ()) if isinstance(s, cst.Assign)}
+    prior = [b for b in bindings if b.order < site.order and id(b.value) not in own]
+    if not prior or site.cond[:len(prior[-1].cond)] != prior[-1].cond:
+        return None
+    if len(prior) < len(bindings) and any(part.startswith("loop") for _, part in site.cond):
+        return None
+    return prior[-1]
+
+
 def exclusive(first: Tuple[Tuple[int, str], ...], second: Tuple[Tuple[int, str], ...]) -> bool:
     """Whether code under branches ``first`` and code under ``second`` (as
     ``CallSite.cond``, of one scope) never both run in one pass: they part in the two arms

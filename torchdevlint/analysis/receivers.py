@@ -4,14 +4,17 @@ name is bound to."""
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence, Set, Tuple
+from functools import cached_property
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
 from ..names import is_module_constructor
 from ..project import outside_program
 from .facts import (  # noqa: F401
+    CallSite,
     Scope,
+    binding_in_force,
     is_none,
 )
 
@@ -58,6 +61,17 @@ _LOADER_HOOKS = frozenset({"collate_fn", "batch_size"})  # (`batch_size=None` tu
 _PASS_THROUGH = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
 UNPROVEN_RECEIVER = "the receiver may not be a torch tensor or module"  # a fix's reason
 _CYCLE = "<cycle>"  # a name whose value depends on itself, while it is being typed
+# the tensor methods that return the tensor on another device, leaving the receiver where it is
+MOVES = ("cuda", "cpu", "to")
+
+
+def held_root(expr: cst.BaseExpression) -> Optional[cst.Name]:
+    """The name a receiver that outlives its statement is reached from: a name, or an
+    attribute or item chain on one (``x``, ``self.mean``, ``batch[i]``); None for what a
+    call or an operator makes (``torch.zeros(1)``: a temporary)."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return expr if isinstance(expr, cst.Name) else None
 
 
 def _kind_of_torch_callable(q: str) -> Optional[str]:
@@ -184,6 +198,35 @@ class ReceiversMixin:
                 finally:
                     self._typing.discard(key)
         return None
+
+    def kind_at(self, expr: cst.BaseExpression, site: CallSite) -> Optional[str]:
+        """``torch_kind`` of ``expr`` at ``site``: a name of the site's own scope through
+        the binding in force there (fairseq's ``centroids``, a tensor of unknown origin
+        rebound to ``torch.rand(...)`` under the ``if`` that then moves it), else every
+        binding's kind, as ``torch_kind``."""
+        if isinstance(expr, cst.Name):
+            owner, imported = self.lookup(expr.value, site.scope)  # type: ignore[attr-defined]
+            if owner is site.scope and imported is None:
+                held = binding_in_force(owner.bindings.get(expr.value, []), site)
+                if held is not None and held.kind in ("assign", "walrus") and held.value is not None:
+                    kind = self.torch_kind(held.value, owner)
+                    return kind if kind != _CYCLE else None
+        return self.torch_kind(expr, site.scope)
+
+    @cached_property
+    def discarded_moves(self) -> Dict[cst.Call, cst.BaseExpression]:
+        """Every ``.cuda()``, ``.cpu()`` or ``.to(...)`` that is a whole expression statement
+        on a tensor that outlives it (a name, or an attribute or item chain on one), provably
+        a tensor at that point: the method returns a moved copy, and the statement drops it
+        (a module moves itself; a temporary is nobody's). Call -> its receiver (TDL009's)."""
+        found: Dict[cst.Call, cst.BaseExpression] = {}
+        for site in self.calls:  # type: ignore[attr-defined]
+            if site.expr_stmt is None or site.method not in MOVES:
+                continue
+            receiver = site.node.func.value  # type: ignore[attr-defined]
+            if held_root(receiver) is not None and self.kind_at(receiver, site) == "tensor":
+                found[site.node] = receiver
+        return found
 
     def _kind_of_name(self, name: str, scope: Scope, depth: int, use_project: bool) -> Optional[str]:
         """What every binding of ``name`` seen from ``scope`` gives: an assignment's value,

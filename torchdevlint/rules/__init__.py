@@ -13,6 +13,7 @@ from .tdl005_legacy_cuda_tensor_type import LegacyCudaTensorType
 from .tdl006_load_without_map_location import LoadWithoutMapLocation
 from .tdl007_hardcoded_gpu_device import HardcodedGpuDevice
 from .tdl008_cuda_only_call import CudaOnlyCall
+from .tdl009_discarded_tensor_move import DiscardedTensorMove
 from .tdl101_global_set_device import GlobalSetDevice
 from .tdl102_set_device_in_thread import SetDeviceInThread
 from .tdl103_device_context_not_entered import DeviceContextNotEntered
@@ -38,6 +39,7 @@ ALL_RULES: List[Type[Rule]] = sorted(
         LoadWithoutMapLocation,
         HardcodedGpuDevice,
         CudaOnlyCall,
+        DiscardedTensorMove,
         GlobalSetDevice,
         SetDeviceInThread,
         DeviceContextNotEntered,

@@ -7,7 +7,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
-from ..analysis import CallSite, param_annotation, walk
+from ..analysis import CallSite, binding_in_force, param_annotation, walk
 from ..analysis.process import _is_main_guard
 from ..names import DTYPES, LEGACY_CUDA_TYPES as LEGACY
 from ..model import Applicability, Edit, Fix, Violation
@@ -1348,23 +1348,11 @@ def _size_or_data(a, value: cst.BaseExpression, scope, depth: int = 0,
         owner, imported = a.lookup(value.value, scope)
         bindings = list(owner.bindings.get(value.value, ())) if owner is not None and imported is None else []
         if site is not None and owner is site.scope:  # in the call's own scope: the binding in force there
-            bindings = _in_force(bindings, site)
+            held = binding_in_force(bindings, site)
+            bindings = [held] if held is not None else []
         if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
             return _size_or_data(a, bindings[0].value, owner, depth + 1)
         if len(bindings) == 1 and bindings[0].kind == "param" and owner.function is not None:
             annotation = param_annotation(owner.function.node, value.value)  # `size: int`
             return "size" if isinstance(annotation, cst.Name) and annotation.value == "int" else None
     return None
-
-
-def _in_force(bindings, site: CallSite):
-    """The one binding a name holds at ``site`` in its own scope, as a list ([] when it is
-    not certain): the last one before it, when that one is unconditional and no later
-    binding can come round again (the call is in no loop). The call's own statement
-    (``labels = Variable(LongTensor(labels))``) binds after it."""
-    own = {id(s.value) for s in (site.line.body if site.line is not None else ()) if isinstance(s, cst.Assign)}
-    prior = [b for b in bindings if b.order < site.order and id(b.value) not in own]
-    later = len(prior) < len(bindings)
-    if not prior or prior[-1].cond or (later and any(part.startswith("loop") for _, part in site.cond)):
-        return []
-    return [prior[-1]]

@@ -357,10 +357,10 @@ TEXT_GATES = [
     # a move as a statement of its own, on a chain of names, attributes and items; not one
     # assigned, returned or passed, a temporary, one in a comment
     ("dropped-move", _group("TDL009", 0),
-     ["x.cuda()", "def f(self):\n    self.mean.to(d, non_blocking=True)", "if ok: x.cpu()", "x = 1; x.cuda()",
+     ["x.cuda()", "def f(self):\n    self.mean.to(d, non_blocking=True)", "if ok: x.cuda()", "x = 1; x.cuda()",
       "batch[i].cuda()", "x['a'].cuda()", "(x).cuda()", "(x\n    .cuda())", "a.b \\\n    .to(d)",
       "x[f(i)].cuda()", "for t in ts:\n    t.to(d)"],
-     ["y = x.cuda()", "f(x.to(d))", "return x.cpu()", "# x.cuda()", "x = 1  # x.cuda()",
+     ["y = x.cuda()", "f(x.to(d))", "return x.cuda()", "x.cpu()", "# x.cuda()", "x = 1  # x.cuda()",
       "y = x.total()", "model = Net().to(d)", "print(x.cpu())"]),
 ]
 

@@ -68,7 +68,7 @@ RULES: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...], Needs]] = {
                                                                  "torch.multiprocessing.start_processes"}
                                                    | N.INIT_PROCESS_GROUP_TORCH))
                 + ("call:pin_memory", "name:pin_memory", "stmt:torch.cuda.is_available", "factor:count"),)),
-    'TDL009': ('discarded-tensor-move', ('@dropped-move',), (), (('drop:cuda', 'drop:cpu', 'drop:to'),)),
+    'TDL009': ('discarded-tensor-move', ('@dropped-move',), (), (('drop:cuda', 'drop:to'),)),
     'TDL101': ('global-set-device',
                ('set_device',),
                (),

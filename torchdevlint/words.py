@@ -500,17 +500,17 @@ def _searcher(name: str) -> Callable[..., bool]:
 
 # what TDL009's gate reads (``drop:``): a move called on a chain of names, attributes and
 # items, at the start of a statement (a literal first: each pattern jumps from one to the next)
-_MOVE_WORDS = {str: (".cuda", ".cpu", ".to"), bytes: (b".cuda", b".cpu", b".to")}
-_MOVE_CALLS = tuple(re.compile(rf"\.{name}{_SP}\(") for name in ("cuda", "cpu", "to"))
+_MOVE_WORDS = {str: (".cuda", ".to"), bytes: (b".cuda", b".to")}
+_MOVE_CALLS = tuple(re.compile(rf"\.{name}{_SP}\(") for name in ("cuda", "to"))
 _OPENER = {")": "(", "]": "[", "}": "{"}
 
 
 def _dropped_move(data) -> bool:
-    """Whether a ``.cuda(``, ``.cpu(`` or ``.to(`` call may be a whole statement, as TDL009's
+    """Whether a ``.cuda(`` or ``.to(`` call may be a whole statement, as TDL009's
     gate (``drop:``) reads it: what stands before the dot is a chain of names, attributes
     and bracketed parts (``x``, ``self.mean``, ``batch[i]``, ``f(a)``), and before that
     chain only the line's indentation, a ``;`` or a ``:``. Not ``y = x.cuda()``,
-    ``f(x.to(d))``, ``return x.cpu()``, one in a comment. A bracketed part with a quote
+    ``f(x.to(d))``, ``return x.cuda()``, one in a comment. A bracketed part with a quote
     in it, and a dot that starts its line, are not read: they let the text through."""
     kind = type(data)
     if not any(w in data for w in _MOVE_WORDS[kind]):
@@ -581,7 +581,7 @@ TEXT_TESTS: Dict[str, Callable[..., bool]] = {"load": _load_reference, "rank": _
 # one pattern): what it costs the prefilter beside a plain substring (``catalogue._plan``)
 TEXT_TEST_SCANS: Dict[str, int] = {"load": 1, "rank": len(_MARKER_WORDS), "data-parallel": 1,
                                    "rank-launch": len(_LAUNCH_WORDS) + len(_MARKER_WORDS),
-                                   "rank-device": len(_RANK_WORDS), "device-context": 1, "dropped-move": 3,
+                                   "rank-device": len(_RANK_WORDS), "device-context": 1, "dropped-move": 2,
                                    **{name: len(words[str]) for name, (words, _) in _TESTS_RE.items()}}
 
 

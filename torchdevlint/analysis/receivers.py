@@ -15,6 +15,7 @@ from .facts import (  # noqa: F401
     CallSite,
     Scope,
     binding_in_force,
+    called_name,
     is_none,
 )
 
@@ -62,7 +63,16 @@ _PASS_THROUGH = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", 
 UNPROVEN_RECEIVER = "the receiver may not be a torch tensor or module"  # a fix's reason
 _CYCLE = "<cycle>"  # a name whose value depends on itself, while it is being typed
 # the tensor methods that return the tensor on another device, leaving the receiver where it is
-MOVES = ("cuda", "cpu", "to")
+# (not `.cpu()`, nor `.to("cpu")`: dropped, a copy to the host is the idiom that waits for the
+# GPU, `y.data.cpu()  # synchronize` in timing code)
+MOVES = ("cuda", "to")
+
+
+def _names_cpu(expr: cst.BaseExpression) -> bool:
+    """``"cpu"`` or ``torch.device("cpu")`` (any call of ``device`` given the string)."""
+    if isinstance(expr, cst.Call) and expr.args and called_name(expr.func) == "device":
+        expr = expr.args[0].value
+    return isinstance(expr, cst.SimpleString) and expr.evaluated_value == "cpu"
 
 
 def held_root(expr: cst.BaseExpression) -> Optional[cst.Name]:
@@ -215,13 +225,17 @@ class ReceiversMixin:
 
     @cached_property
     def discarded_moves(self) -> Dict[cst.Call, cst.BaseExpression]:
-        """Every ``.cuda()``, ``.cpu()`` or ``.to(...)`` that is a whole expression statement
-        on a tensor that outlives it (a name, or an attribute or item chain on one), provably
-        a tensor at that point: the method returns a moved copy, and the statement drops it
-        (a module moves itself; a temporary is nobody's). Call -> its receiver (TDL009's)."""
+        """Every ``.cuda()`` or ``.to(...)`` (not to the CPU: a drop there waits for the GPU)
+        that is a whole expression statement on a tensor that outlives it (a name, or an
+        attribute or item chain on one), provably a tensor at that point: the method
+        returns a moved copy, and the statement drops it (a module moves itself; a
+        temporary is nobody's). Call -> its receiver (TDL009's)."""
         found: Dict[cst.Call, cst.BaseExpression] = {}
         for site in self.calls:  # type: ignore[attr-defined]
             if site.expr_stmt is None or site.method not in MOVES:
+                continue
+            target = site.positional(0) or site.keyword("device")
+            if site.method == "to" and target is not None and _names_cpu(target.value):
                 continue
             receiver = site.node.func.value  # type: ignore[attr-defined]
             if held_root(receiver) is not None and self.kind_at(receiver, site) == "tensor":

@@ -13,15 +13,15 @@ from .base import Context, Example, Rule
 class DiscardedTensorMove(Rule):
     code = "TDL009"
     name = "discarded-tensor-move"
-    summary = "`x.cuda()`, `x.cpu()` or `x.to(...)` on a tensor as a statement: the moved copy is dropped"
-    # a `.cuda(`, `.cpu(` or `.to(` call that starts a statement, on a chain of names,
+    summary = "`x.cuda()` or `x.to(...)` on a tensor as a statement: the moved copy is dropped"
+    # a `.cuda(` or `.to(` call that starts a statement, on a chain of names,
     # attributes and items (words.TEXT_TESTS); the gate: such a call as a whole statement
     triggers = ("@dropped-move",)
-    needs = (("drop:cuda", "drop:cpu", "drop:to"),)
+    needs = (("drop:cuda", "drop:to"),)
     fixable = "sometimes"
     fix_summary = "assign the move back, `x = x.cuda()` (unsafe); display for an item (`t[i]`)"
     what = """
-        A `.cuda()`, `.cpu()` or `.to(...)` call that is a whole expression statement, on
+        A `.cuda()` or `.to(...)` call that is a whole expression statement, on
         a receiver that outlives the statement (a name, or an attribute or item chain on
         one: `x`, `self.mean`, `batch[i]`) and that is provably a tensor there: bound by
         a torch factory (`torch.rand(...)`, `torch.tensor(...)`, `torch.arange(...)`), by a
@@ -31,10 +31,11 @@ class DiscardedTensorMove(Rule):
         `centroids = torch.rand(...)` under the `if` that then calls `centroids.cuda()`).
         Not a module (`model.cuda()` moves the module itself), not what a call makes
         (`torch.zeros(1).cuda()`, the idiom that starts CUDA early), nor a receiver that
-        is not provably a tensor.
+        is not provably a tensor; nor a copy to the CPU (`y.cpu()`, `y.to("cpu")`), which
+        timing code drops on purpose: it waits for the GPU (`y.data.cpu()  # synchronize`).
     """
     why = """
-        `Tensor.cuda()`, `.cpu()` and `.to()` do not move the tensor: they return a copy
+        `Tensor.cuda()` and `.to()` do not move the tensor: they return a copy
         on the other device and leave the receiver where it was. Unlike `Module.cuda()`,
         called as a statement the copy is thrown away and the line does nothing but copy
         data to the GPU and free it; the code after it reads the tensor still on its old
@@ -68,6 +69,8 @@ class DiscardedTensorMove(Rule):
         "import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.fc = torch.nn.Linear(2, 2)\n        self.fc.cuda()\n",
         "import torch\nx = torch.zeros(1)\ny = x.cuda() if ok else x\n",
+        # a copy to the host, dropped: timing code's wait for the GPU
+        "import torch\nfor _ in range(5):\n    y = torch.mm(a, b)\ny.cpu()\ny.to('cpu')\n",
     )
     INVALID = (
         Example(  # assigned back, then TDL001 names the device (a script's, with the CPU fallback)

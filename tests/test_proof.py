@@ -68,6 +68,9 @@ EXPECTATIONS = {
     # the dropped moves follow the model's device (CPU there): the script ran on CPU before
     # too; with the model on a GPU the original feeds it CPU tensors and the rewrite does not
     "tdl009/shape_probe.py": {"original_fails_on_cpu": False, "fixes_placement": True},
+    # the moves are under `if args.cuda:` (False on the CPU): the script ran there before too;
+    # with a GPU the original's loss weights stay on the CPU beside outputs on the GPU
+    "tdl009/class_weights.py": {"original_fails_on_cpu": False, "fixes_placement": True},
     # the default type is CUDA only under `if torch.cuda.is_available():` (DeepXDE's backend)
     "tdl005/pde_backend_default_type.py": {"original_fails_on_cpu": False},
 }

@@ -75,6 +75,16 @@ def _names_cpu(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.SimpleString) and expr.evaluated_value == "cpu"
 
 
+_DTYPES = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
+                     "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
+                     "cfloat", "cdouble"})
+
+
+def _is_dtype(expr: cst.BaseExpression) -> bool:
+    """``torch.float16`` and the other dtypes, as an attribute of ``torch`` (or an alias)."""
+    return isinstance(expr, cst.Attribute) and expr.attr.value in _DTYPES and isinstance(expr.value, cst.Name)
+
+
 def held_root(expr: cst.BaseExpression) -> Optional[cst.Name]:
     """The name a receiver that outlives its statement is reached from: a name, or an
     attribute or item chain on one (``x``, ``self.mean``, ``batch[i]``); None for what a
@@ -225,8 +235,8 @@ class ReceiversMixin:
 
     @cached_property
     def discarded_moves(self) -> Dict[cst.Call, cst.BaseExpression]:
-        """Every ``.cuda()`` or ``.to(...)`` (not to the CPU: a drop there waits for the GPU)
-        that is a whole expression statement on a tensor that outlives it (a name, or an
+        """Every ``.cuda()`` or ``.to(<device>)`` (not to the CPU: a drop there waits for
+        the GPU; not a dtype alone) that is a whole expression statement on a tensor that outlives it (a name, or an
         attribute or item chain on one), provably a tensor at that point: the method
         returns a moved copy, and the statement drops it (a module moves itself; a
         temporary is nobody's). Call -> its receiver (TDL009's)."""
@@ -235,8 +245,8 @@ class ReceiversMixin:
             if site.expr_stmt is None or site.method not in MOVES:
                 continue
             target = site.positional(0) or site.keyword("device")
-            if site.method == "to" and target is not None and _names_cpu(target.value):
-                continue
+            if site.method == "to" and (target is None or _names_cpu(target.value) or _is_dtype(target.value)):
+                continue  # to the host, or a dtype only (`x.to(torch.float16)`, `x.to(dtype=d)`): no move
             receiver = site.node.func.value  # type: ignore[attr-defined]
             if held_root(receiver) is not None and self.kind_at(receiver, site) == "tensor":
                 found[site.node] = receiver

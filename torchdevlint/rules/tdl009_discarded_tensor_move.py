@@ -32,7 +32,8 @@ class DiscardedTensorMove(Rule):
         Not a module (`model.cuda()` moves the module itself), not what a call makes
         (`torch.zeros(1).cuda()`, the idiom that starts CUDA early), nor a receiver that
         is not provably a tensor; nor a copy to the CPU (`y.cpu()`, `y.to("cpu")`), which
-        timing code drops on purpose: it waits for the GPU (`y.data.cpu()  # synchronize`).
+        timing code drops on purpose: it waits for the GPU (`y.data.cpu()  # synchronize`);
+        nor a `.to()` given a dtype only (`x.to(torch.float16)`: a conversion, not a move).
     """
     why = """
         `Tensor.cuda()` and `.to()` do not move the tensor: they return a copy
@@ -71,6 +72,7 @@ class DiscardedTensorMove(Rule):
         "import torch\nx = torch.zeros(1)\ny = x.cuda() if ok else x\n",
         # a copy to the host, dropped: timing code's wait for the GPU
         "import torch\nfor _ in range(5):\n    y = torch.mm(a, b)\ny.cpu()\ny.to('cpu')\n",
+        "import torch\nx = torch.zeros(2)\nx.to(torch.float16)\nx.to(dtype=torch.float64)\n",  # no move
     )
     INVALID = (
         Example(  # assigned back, then TDL001 names the device (a script's, with the CPU fallback)

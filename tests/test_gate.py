@@ -357,10 +357,12 @@ TEXT_GATES = [
     # a move as a statement of its own, on a chain of names, attributes and items; not one
     # assigned, returned or passed, a temporary, one in a comment
     ("dropped-move", _group("TDL009", 0),
-     ["x.cuda()", "def f(self):\n    self.mean.to(d, non_blocking=True)", "if ok: x.cuda()", "x = 1; x.cuda()",
-      "batch[i].cuda()", "x['a'].cuda()", "(x).cuda()", "(x\n    .cuda())", "a.b \\\n    .to(d)",
-      "x[f(i)].cuda()", "for t in ts:\n    t.to(d)"],
-     ["y = x.cuda()", "f(x.to(d))", "return x.cuda()", "x.cpu()", "# x.cuda()", "x = 1  # x.cuda()",
+     ["x = torch.zeros(1)\nx.cuda()", "def f(self):\n    self.mean.to(d, non_blocking=True)\nself.mean = m",
+      "x = t()\nif ok: x.cuda()", "x = 1; x = y; x.cuda()", "for batch in loader:\n    batch[i].cuda()",
+      "x = f()\nx['a'].cuda()", 'state = s\nstate["exp_avg"].to(d)', "x = t\n(x).cuda()", "x = t\n(x\n    .cuda())",
+      "with t() as x:\n    x \\\n        .to(d)", "x, y = b\nx[f(i)].cuda()", "for t in ts:\n    t.to(d)",
+      "w = torch.FloatTensor([1])\nw.cuda()", "x = y.to(d)\nx.to(**kw)"],
+     ["y = x.cuda()", "f(x.to(d))", "return x.cuda()", "# x.cuda()", "x = 1  # x.cuda()",
       "y = x.total()", "model = Net().to(d)", "print(x.cpu())"]),
 ]
 
@@ -428,3 +430,22 @@ def test_the_gate_s_walk_meets_every_node_ast_walk_does_but_contexts_and_operato
     for text in texts:
         tree = ast.parse(text)
         assert list(walk(tree)) == [n for n in ast.walk(tree) if not isinstance(n, skipped)], text
+
+
+def test_the_dropped_move_gate_reads_the_receivers_bindings_and_the_target():
+    """TDL009's gate: a statement that moves what some binding may make a tensor, to a
+    device; not a module built by a class (`model = Net()`), a parameter only, another
+    object's attribute, a dtype alone or the CPU (which the rule leaves alone)."""
+    from torchdevlint.words import CodeWords
+
+    def has(code, token="drop:to"):
+        return CodeWords(ast.parse(code), code).has(token)
+
+    assert has("x = torch.zeros(1)\nx.to(d)") and has("x = torch.zeros(1)\nx.cuda()", "drop:cuda")
+    assert has("for x, y in loader:\n    y.to(d)") and has("x = Net()\nx = x.half()\nx.to(d)")
+    assert has("w = torch.FloatTensor([1])\nw.to(d)") and has("x = torch.zeros(1)\nx.to(**kw)")
+    assert not has("model = Net()\nmodel.to(d)")
+    assert not has("self.fc = nn.Linear(2, 2).to(d)\nself.fc.to(d)")
+    assert not has("def f(x):\n    x.to(d)") and not has("args.x.to(d)")
+    assert not has("x = torch.zeros(1)\nx.to(torch.float16)") and not has("x = torch.zeros(1)\nx.to(dtype=t)")
+    assert not has("x = torch.zeros(1)\nx.to('cpu')") and not has("x = torch.zeros(1)\nx.to(torch.device('cpu'))")

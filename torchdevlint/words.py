@@ -57,8 +57,9 @@ one of its tokens). A token is one of:
   alone on its line: not entered, assigned, returned or tested) and whose function may
   resolve to DOTTED (as ``qual:`` resolves);
 - ``drop:NAME``: a call of a method NAME that is a whole expression statement, on a
-  name or an attribute or item chain on one (``x.cuda()``, ``self.mean.to(d)``: not
-  ``torch.zeros(1).cuda()``), as ``receivers.discarded_moves`` reads it;
+  name, ``self.<attr>`` or an item of either (``x.cuda()``, ``self.mean.to(d)``: not
+  ``torch.zeros(1).cuda()`` nor ``args.x.cuda()``) that some binding of the module may
+  make a tensor (not only ``model = Net()``), as ``receivers.discarded_moves`` reads it;
 - ``nomap@N:DOTTED``: a call whose function may resolve to DOTTED, with neither
   ``map_location=`` nor more than N positional arguments, nor ``*args``/``**kwargs``;
 - ``text:TEST``: the module's text passes ``TEXT_TESTS[TEST]`` (for what the analysis
@@ -502,16 +503,27 @@ def _searcher(name: str) -> Callable[..., bool]:
 # items, at the start of a statement (a literal first: each pattern jumps from one to the next)
 _MOVE_WORDS = {str: (".cuda", ".to"), bytes: (b".cuda", b".to")}
 _MOVE_CALLS = tuple(re.compile(rf"\.{name}{_SP}\(") for name in ("cuda", "to"))
+# what `.to(` may be given that moves nothing TDL009 reads (``words._moves_to_device``): a
+# dtype of torch's (an alias's) first, the CPU first, a dtype alone
+_NO_MOVE = re.compile(r"""\s*(?:[A-Za-z_]\w*\.(?:float|float16|float32|float64|half|double|bfloat16|int|int8|int16"""
+                      r"""|int32|int64|long|short|uint8|bool|complex64|complex128|cfloat|cdouble)\s*[,)]"""
+                      r"""|(['"])cpu\1\s*[,)]|dtype\s*=\s*[\w.]*\s*\))""")
 _OPENER = {")": "(", "]": "[", "}": "{"}
 
 
 def _dropped_move(data) -> bool:
-    """Whether a ``.cuda(`` or ``.to(`` call may be a whole statement, as TDL009's
-    gate (``drop:``) reads it: what stands before the dot is a chain of names, attributes
-    and bracketed parts (``x``, ``self.mean``, ``batch[i]``, ``f(a)``), and before that
-    chain only the line's indentation, a ``;`` or a ``:``. Not ``y = x.cuda()``,
-    ``f(x.to(d))``, ``return x.cuda()``, one in a comment. A bracketed part with a quote
-    in it, and a dot that starts its line, are not read: they let the text through."""
+    """Whether a ``.cuda(`` or ``.to(`` call may be a whole statement, as TDL009's gate
+    (``drop:``) reads it: what stands before the dot is a chain of names, attributes and
+    bracketed parts (``x``, ``self.mean``, ``state["avg"]``, ``f(a)``), parentheses
+    aside, on its line or continued from the line above (``(x\\n    .to(d))``), and before
+    that chain a new statement starts: the line's indentation where the line above does
+    not leave a bracket or a list open (ends in ``(``, ``[``, ``{`` or ``,``), a ``;``, or
+    a compound statement's ``:`` (not one after a bracket the line opened: a dict's
+    ``{k: v.to(d)}``, a lambda's or a slice's). Not ``y = x.cuda()``, ``f(x.to(d))``,
+    ``return (x).cuda()``, an item of a list written over several lines, one in a comment;
+    nor a ``.to(`` given a dtype of torch's first or alone, or the CPU first. A bracketed
+    part that is not closed in the text, or holds a string over several lines, is not
+    read: it lets the text through."""
     kind = type(data)
     if not any(w in data for w in _MOVE_WORDS[kind]):
         return False
@@ -519,21 +531,26 @@ def _dropped_move(data) -> bool:
     for pattern in _MOVE_CALLS:
         for m in pattern.finditer(text):
             k = m.start()
-            if _not_code(text, k):
+            if _not_code(text, k) or (text[k + 1] == "t" and _NO_MOVE.match(text, m.end())):
                 continue
             start = _receiver_start(text, k)
-            if start is None:
+            if start == k:  # nothing before the dot on its line: a chain from the line above, or no receiver
+                j = _skip_spaces_back(text, k - 1)
+                end = _previous_code_end(text, k) if j < 0 or text[j] == "\n" else -1
+                if end < 0 or not (_is_word_char(text[end]) or text[end] in ")]"):
+                    continue
+                start = _receiver_start(text, end + 1)
+            if start is None or _starts_statement(text, start):
                 return True
-            j = _skip_spaces_back(text, start - 1)
-            if j < 0 or text[j] in "\n\r;:":
-                return True  # (a dot that starts its line continues a chain from lines above: not read)
     return False
 
 
 def _receiver_start(text: str, dot: int) -> Optional[int]:
     """Where the chain of names, attributes and bracketed parts that ends just before
     ``text[dot]`` starts (``dot`` itself when none ends there); None where a bracketed
-    part holds a quote or is not closed in the text (not read)."""
+    part is not closed in the text or holds a ``#`` or an unmatched quote (not read). A
+    name stands before a bracketed part only right against it (``f(a)``, ``x[i]``; not
+    ``return (x)``)."""
     j = _skip_spaces_back(text, dot - 1)
     start = dot
     while j >= 0:
@@ -542,9 +559,18 @@ def _receiver_start(text: str, dot: int) -> Optional[int]:
             depth = 0
             while j >= 0:
                 c = text[j]
-                if c in "'\"#":
+                if c == "#":
                     return None
-                if c in _OPENER:
+                if c == "\n":  # onto the line before: its comment is no code
+                    begin = text.rfind("\n", 0, j) + 1
+                    cut = _comment_start(text, begin, j)
+                    if cut >= 0:
+                        j = cut
+                elif c in "'\"":  # a string on the line: back over it
+                    j = text.rfind(c, text.rfind("\n", 0, j) + 1, j)
+                    if j < 0:
+                        return None
+                elif c in _OPENER:
                     depth += 1
                 elif c in "([{":
                     depth -= 1
@@ -554,8 +580,10 @@ def _receiver_start(text: str, dot: int) -> Optional[int]:
             if j < 0:
                 return None
             start = j
-            j = _skip_spaces_back(text, j - 1)
-            continue  # `x[i]`, `f(a)`: a name or another part may stand right before it
+            if j and _is_word_char(text[j - 1]) or text[j - 1:j] in _OPENER:
+                j -= 1  # `f(a)`, `x[i][j]`: more of the chain right before it
+                continue
+            return start
         if _is_word_char(ch):
             while j >= 0 and _is_word_char(text[j]):
                 j -= 1
@@ -567,6 +595,76 @@ def _receiver_start(text: str, dot: int) -> Optional[int]:
             return start
         return start
     return start
+
+
+def _comment_start(text: str, begin: int, end: int) -> int:
+    """Where the comment of the line ``text[begin:end]`` starts (its strings skipped), or -1."""
+    if "#" not in text[begin:end]:
+        return -1
+    quote = ""
+    for k in range(begin, end):
+        ch = text[k]
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#":
+            return k
+    return -1
+
+
+def _starts_statement(text: str, start: int) -> bool:
+    """Whether a statement may start at ``text[start]`` (parentheses before it aside): see
+    ``_dropped_move``."""
+    j = _skip_spaces_back(text, start - 1)
+    while j >= 0 and text[j] == "(":  # `(x).cuda()`, `(x\n .cuda())`: a parenthesized statement
+        j = _skip_spaces_back(text, j - 1)
+    if j < 0 or text[j] == ";":
+        return True
+    if text[j] == "\n":
+        line = j + 1
+    elif text[j] == ":":
+        line = text.rfind("\n", 0, j) + 1
+        if _opens(text[line:j]):
+            return False  # `{k: v.to(d)}`, `f(lambda: x.cuda())`, `x[:, i.to(d)]`
+    else:
+        return False
+    end = _previous_code_end(text, line)
+    return end < 0 or text[end] not in "([{,"
+
+
+def _previous_code_end(text: str, at: int) -> int:
+    """The index of the last code character on the lines before the one ``text[at]`` is on
+    (blank lines and comment lines skipped, a comment cut off where its line has no
+    quote); -1 where there is none."""
+    stop = text.rfind("\n", 0, at)
+    while stop > 0:
+        begin = text.rfind("\n", 0, stop) + 1
+        line = text[begin:stop]
+        if "#" in line and "'" not in line and '"' not in line:
+            line = line[:line.index("#")]
+        code = line.rstrip(" \t\r")
+        if code:
+            return begin + len(code) - 1
+        stop = begin - 1
+    return -1
+
+
+def _opens(line: str) -> bool:
+    """Whether ``line`` leaves a bracket open (strings on it skipped)."""
+    depth, quote = 0, ""
+    for ch in line:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+    return depth > 0
 
 
 # str or bytes -> whether a rule may fire, for what a substring cannot pin down: a bare
@@ -623,7 +721,7 @@ class CodeWords:
 
     __slots__ = ("called", "names", "strings", "bare", "placed", "ranked", "cpu_help", "factor", "_imports", "_ids",
                  "_attributes", "_quals", "_text", "_statements", "_exprs", "_unmapped", "_call_quals", "_tree",
-                 "_structural")
+                 "_structural", "_drops")
 
     def __init__(self, tree: ast.AST, text: Optional[str] = None):
         called: Set[str] = set()
@@ -637,6 +735,7 @@ class CodeWords:
         overrides: List[ast.AST] = []  # the classes' own `cuda()` methods
         statements: List[ast.AST] = []  # the functions of calls that are statements
         exprs: List[ast.AST] = []  # the functions of calls that are whole expression statements
+        drops: List[ast.Call] = []  # `.cuda()` / `.to()` calls that are whole expression statements
         unmapped: List[Tuple[ast.AST, int]] = []  # calls without map_location: (function, positionals)
         placed = False  # a GPU placement with literals (``place:cuda``)
         ranked = False  # a rank's index as a device (``place:rank``)
@@ -690,6 +789,8 @@ class CodeWords:
                     statements.append(value.func)  # type: ignore[attr-defined]
                     if kind is ast.Expr:
                         exprs.append(value.func)  # type: ignore[attr-defined]
+                        if type(value.func) is ast.Attribute and value.func.attr in _MOVE_METHODS:  # type: ignore
+                            drops.append(value)
                 elif kind is ast.Assert:  # `assert use_cuda` (`is True`, `== True`): through a name
                     if (type(value) is ast.Compare and len(value.ops) == 1 and type(value.ops[0]) in (ast.Is, ast.Eq)
                             and type(value.comparators[0]) is ast.Constant and value.comparators[0].value is True):
@@ -740,6 +841,7 @@ class CodeWords:
         self.factor = bool(factors & counts)
         self._imports, self._ids, self._attributes = imports, ids, attributes
         self._statements, self._exprs, self._unmapped = statements, exprs, unmapped
+        self._drops = drops
         self._quals: Optional[FrozenSet[str]] = None
         self._call_quals: Dict[str, FrozenSet[str]] = {}
         self._text = text  # None: text tests cannot rule anything out
@@ -784,8 +886,15 @@ class CodeWords:
         if token.startswith("expr:"):
             return token[5:] in self._quals_of("expr", self._exprs)
         if token.startswith("drop:"):
-            return any(type(f) is ast.Attribute and f.attr == token[5:] and _held(f.value)  # type: ignore[attr-defined]
-                       for f in self._exprs)
+            held = [c.func.value for c in self._drops  # type: ignore[attr-defined]
+                    if c.func.attr == token[5:] and _held_key(c.func.value) is not None  # type: ignore[attr-defined]
+                    and (token != "drop:to" or _moves_to_device(c))]
+            if not held or self._tree is None:
+                return bool(held)  # (no tree: a probe, which cannot rule anything out)
+            bound = self._structural.get("drop:bound")
+            if bound is None:
+                bound = self._structural["drop:bound"] = _maybe_tensors(self._tree)  # type: ignore[assignment]
+            return any(_held_key(r) in bound for r in held)  # type: ignore[operator]
         if token.startswith("nomap@"):
             most, _, qual = token[6:].partition(":")
             return qual in self._quals_of(f"nomap@{most}", [f for f, n in self._unmapped if n <= int(most)])
@@ -1037,11 +1146,88 @@ _STRUCTURAL: Dict[str, Callable[["CodeWords"], bool]] = {
 }
 
 
-def _held(expr: ast.AST) -> bool:
-    """A name, or an attribute or item chain on one (``analysis.receivers.held_root``)."""
-    while type(expr) is ast.Attribute or type(expr) is ast.Subscript:
+_MOVE_METHODS = frozenset({"cuda", "to"})
+_DTYPE_NAMES = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
+                          "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
+                          "cfloat", "cdouble"})
+
+
+def _moves_to_device(call: ast.Call) -> bool:
+    """A ``.to(...)`` that may move to a device, as ``receivers.discarded_moves`` reads it:
+    not one given a dtype only (``x.to(torch.float16)``, ``x.to(dtype=d)``), nor one to
+    the CPU (``x.to("cpu")``, ``x.to(torch.device("cpu"))``)."""
+    first = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    if first is None:
+        return any(k.arg is None for k in call.keywords)  # (`**kw` may hold a device)
+    if type(first) is ast.Starred:
+        return True
+    if type(first) is ast.Attribute and first.attr in _DTYPE_NAMES and type(first.value) is ast.Name:  # type: ignore
+        return False
+    if type(first) is ast.Call and _last(first.func) == "device" and first.args:  # type: ignore[attr-defined]
+        first = first.args[0]  # type: ignore[attr-defined]
+    return not (type(first) is ast.Constant and first.value == "cpu")  # type: ignore[attr-defined]
+
+
+def _held_key(expr: ast.AST) -> Optional[str]:
+    """What a receiver that ``receivers.torch_kind`` may prove a tensor is bound as: a
+    name (``x``, ``x[i]``) or ``self.<attr>`` (``self.mean``, ``self.buf[i]``); None for
+    anything else (``args.x``, ``f(a)``), which it never proves."""
+    while type(expr) is ast.Subscript:
         expr = expr.value  # type: ignore[attr-defined]
-    return type(expr) is ast.Name
+    if type(expr) is ast.Name:
+        return expr.id  # type: ignore[attr-defined]
+    if type(expr) is ast.Attribute and type(expr.value) is ast.Name and expr.value.id == "self":  # type: ignore
+        return "self." + expr.attr  # type: ignore[attr-defined]
+    return None
+
+
+# what a capitalized callable makes is an object of a class (a module, a config), never a
+# tensor but for torch's tensor classes and their legacy wrappers
+_TENSOR_CLASS_ENDS = ("Tensor", "Parameter", "Variable")
+
+
+def _maybe_tensors(tree: ast.AST) -> FrozenSet[str]:
+    """The names and ``self.<attr>`` attributes (as ``_held_key`` spells them) that some
+    binding of the module may make a tensor: a loop or ``with`` target, an unpacking, an
+    augmented assignment, or an assignment of anything but a literal or what a
+    capitalized callable makes (``model = Net()``, ``self.fc = nn.Linear(2, 2).to(d)``:
+    the chain's first call decides). A superset of what ``receivers.torch_kind`` proves:
+    it proves a tensor only through a binding."""
+    found: Set[str] = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Assign or kind is ast.AnnAssign or kind is ast.NamedExpr:
+            value = node.value  # type: ignore[attr-defined]
+            if value is None:
+                continue
+            targets = node.targets if kind is ast.Assign else [node.target]  # type: ignore[attr-defined]
+            plain = _may_be_tensor(value)
+            for target in targets:
+                if type(target) in (ast.Name, ast.Attribute):
+                    key = _held_key(target)
+                    if key is not None and plain:
+                        found.add(key)
+                else:  # an unpacking, an item: any name in it
+                    found.update(k for k in map(_held_key, ast.walk(target)) if k is not None)
+        elif kind in (ast.For, ast.AsyncFor, ast.comprehension, ast.AugAssign):
+            found.update(k for k in map(_held_key, ast.walk(node.target)) if k is not None)  # type: ignore
+        elif kind is ast.withitem and node.optional_vars is not None:  # type: ignore[attr-defined]
+            found.update(k for k in map(_held_key, ast.walk(node.optional_vars)) if k is not None)  # type: ignore
+    return frozenset(found)
+
+
+def _may_be_tensor(value: ast.AST) -> bool:
+    """Not a literal, nor what a capitalized callable makes (see ``_maybe_tensors``)."""
+    if type(value) in (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr, ast.Lambda):
+        return False
+    while type(value) is ast.Call:
+        func = value.func  # type: ignore[attr-defined]
+        if type(func) is ast.Attribute and type(func.value) is ast.Call:
+            value = func.value  # `Net().to(d)`: the chain's first call
+            continue
+        name = _last(func)
+        return not (name[:1].isupper() and not name.endswith(_TENSOR_CLASS_ENDS))
+    return True
 
 
 def _last(func: ast.AST) -> str:

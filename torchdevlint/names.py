@@ -131,6 +131,11 @@ INDEX_LAUNCHERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessi
                              "torch.multiprocessing.spawn.spawn", "torch.multiprocessing.spawn.start_processes"})
 LAUNCHERS = BINDING_LAUNCHERS | frozenset({"elastic_launch", "start_processes", "spawn",
                                            "run_distributed", "launch_processes"})
+# torch's dtypes by their attribute names (``torch.float16``): a `.to()` given one of them
+# alone converts, it moves nothing (TDL009)
+DTYPE_NAMES = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
+                         "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
+                         "cfloat", "cdouble"})
 # What a script launched once per rank reads (torchrun's environment, --local_rank, horovod)
 # what a process's GPU index is called where it is used as a device (`.to(rank)`,
 # `device=local_rank`, as the DDP tutorial writes): TDL007 reads it, and the gate's `place:rank`

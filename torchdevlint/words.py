@@ -78,7 +78,7 @@ import keyword
 import re
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from .names import EXECUTOR_METHODS, LAUNCHERS, RANK_INDEX_NAMES, RANK_MARKERS, canonical
+from .names import DTYPE_NAMES, EXECUTOR_METHODS, LAUNCHERS, RANK_INDEX_NAMES, RANK_MARKERS, canonical
 
 Needs = Tuple[Tuple[str, ...], ...]
 _LONGEST = 200
@@ -505,8 +505,7 @@ _MOVE_WORDS = {str: (".cuda", ".to"), bytes: (b".cuda", b".to")}
 _MOVE_CALLS = tuple(re.compile(rf"\.{name}{_SP}\(") for name in ("cuda", "to"))
 # what `.to(` may be given that moves nothing TDL009 reads (``words._moves_to_device``): a
 # dtype of torch's (an alias's) first, the CPU first, a dtype alone
-_NO_MOVE = re.compile(r"""\s*(?:[A-Za-z_]\w*\.(?:float|float16|float32|float64|half|double|bfloat16|int|int8|int16"""
-                      r"""|int32|int64|long|short|uint8|bool|complex64|complex128|cfloat|cdouble)\s*[,)]"""
+_NO_MOVE = re.compile(rf"""\s*(?:[A-Za-z_]\w*\.(?:{'|'.join(sorted(DTYPE_NAMES))})\s*[,)]"""
                       r"""|(['"])cpu\1\s*[,)]|dtype\s*=\s*[\w.]*\s*\))""")
 _OPENER = {")": "(", "]": "[", "}": "{"}
 
@@ -1147,9 +1146,6 @@ _STRUCTURAL: Dict[str, Callable[["CodeWords"], bool]] = {
 
 
 _MOVE_METHODS = frozenset({"cuda", "to"})
-_DTYPE_NAMES = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
-                          "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
-                          "cfloat", "cdouble"})
 
 
 def _moves_to_device(call: ast.Call) -> bool:
@@ -1161,7 +1157,7 @@ def _moves_to_device(call: ast.Call) -> bool:
         return any(k.arg is None for k in call.keywords)  # (`**kw` may hold a device)
     if type(first) is ast.Starred:
         return True
-    if type(first) is ast.Attribute and first.attr in _DTYPE_NAMES and type(first.value) is ast.Name:  # type: ignore
+    if type(first) is ast.Attribute and first.attr in DTYPE_NAMES and type(first.value) is ast.Name:  # type: ignore
         return False
     if type(first) is ast.Call and _last(first.func) == "device" and first.args:  # type: ignore[attr-defined]
         first = first.args[0]  # type: ignore[attr-defined]

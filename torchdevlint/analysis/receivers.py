@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from ..names import is_module_constructor
+from ..names import DTYPE_NAMES, is_module_constructor
 from ..project import outside_program
 from .facts import (  # noqa: F401
     CallSite,
@@ -75,14 +75,9 @@ def _names_cpu(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.SimpleString) and expr.evaluated_value == "cpu"
 
 
-_DTYPES = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
-                     "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
-                     "cfloat", "cdouble"})
-
-
 def _is_dtype(expr: cst.BaseExpression) -> bool:
     """``torch.float16`` and the other dtypes, as an attribute of ``torch`` (or an alias)."""
-    return isinstance(expr, cst.Attribute) and expr.attr.value in _DTYPES and isinstance(expr.value, cst.Name)
+    return isinstance(expr, cst.Attribute) and expr.attr.value in DTYPE_NAMES and isinstance(expr.value, cst.Name)
 
 
 def held_root(expr: cst.BaseExpression) -> Optional[cst.Name]:
@@ -236,10 +231,10 @@ class ReceiversMixin:
     @cached_property
     def discarded_moves(self) -> Dict[cst.Call, cst.BaseExpression]:
         """Every ``.cuda()`` or ``.to(<device>)`` (not to the CPU: a drop there waits for
-        the GPU; not a dtype alone) that is a whole expression statement on a tensor that outlives it (a name, or an
-        attribute or item chain on one), provably a tensor at that point: the method
-        returns a moved copy, and the statement drops it (a module moves itself; a
-        temporary is nobody's). Call -> its receiver (TDL009's)."""
+        the GPU; not a dtype alone) that is a whole expression statement on a tensor that
+        outlives it (a name, or an attribute or item chain on one), provably a tensor at
+        that point: the method returns a moved copy, and the statement drops it (a module
+        moves itself; a temporary is nobody's). Call -> its receiver (TDL009's)."""
         found: Dict[cst.Call, cst.BaseExpression] = {}
         for site in self.calls:  # type: ignore[attr-defined]
             if site.expr_stmt is None or site.method not in MOVES:

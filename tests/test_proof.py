@@ -11,6 +11,8 @@ values. Deliberately wrong rewrites in fixtures/negative must be rejected.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -150,3 +152,31 @@ def test_wrong_rewrite_is_rejected(verdicts, path):
     verdict = verdicts[_id(path) + ".wrong"]
     assert not verdict.ok
     assert any("simulated GPU" in p for p in verdict.problems), verdict.problems
+
+
+def test_each_run_is_a_process_of_its_own_forked_warm_or_fresh(tmp_path, monkeypatch):
+    """Runs fork from a server that imported torch once: what one program changes in torch
+    the next run does not see, a run past its time is stopped, a program that exits is a
+    failed run with its output, and a run reports what a fresh interpreter reports."""
+    from torchdevlint.sim.proof import run_in_subprocess
+
+    changes = tmp_path / "changes.py"
+    changes.write_text("import torch\n\n\ndef main():\n    torch.set_default_dtype(torch.float64)\n"
+                       "    torch.tdl_marker = 1\n    return torch.zeros(1)\n")
+    reads = tmp_path / "reads.py"
+    reads.write_text("import torch\n\n\ndef main():\n    assert not hasattr(torch, 'tdl_marker')\n"
+                     "    return torch.zeros(1)\n")
+    assert run_in_subprocess(str(changes))["cpu"]["values"]["main()"][1] == "torch.float64"
+    assert run_in_subprocess(str(reads))["cpu"]["values"]["main()"][1] == "torch.float32"
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\n\n\ndef main():\n    time.sleep(60)\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_in_subprocess(str(slow), timeout=1)
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\n\n\ndef main():\n    print('giving up')\n    sys.exit(3)\n")
+    with pytest.raises(RuntimeError, match="giving up"):
+        run_in_subprocess(str(exits))
+    program = str(FIXTURES / "tdl003" / "spawn_worker.py")  # spawns processes of its own
+    forked = run_in_subprocess(program)
+    monkeypatch.delattr(os, "fork")  # where there is no fork: a fresh interpreter per run
+    assert run_in_subprocess(program) == forked

@@ -4,18 +4,24 @@ simulator with several GPU counts, and compare an original with its rewrite.
 ``python -m torchdevlint.sim.proof PROGRAM`` prints one JSON object: for the real CPU
 run and for each simulated GPU count, either the error (type and message) or the
 placement and a hash of the value of every parameter, buffer and tensor that
-``main()`` returns. Each program runs in a subprocess of its own.
+``main()`` returns. Each program runs in a process of its own: a fork of a warm server
+that imported torch once (a fresh interpreter where there is no fork).
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import importlib
 import json
 import os
 import runpy
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import traceback
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -84,15 +90,109 @@ def run_program(path: str) -> dict:
     return report
 
 
+# A program run is a fork of a warm server that imported these once: it starts in
+# milliseconds instead of the seconds torch (and, at the first optimizer, torch._dynamo)
+# takes to import. Each fork is a process of its own, as a fresh interpreter would be.
+_PRELOAD = ("torch", "torch._dynamo", "torch.optim", "torchdevlint.sim")
+_IDLE: List[subprocess.Popen] = []  # warm servers not serving a run now
+_IDLE_LOCK = threading.Lock()
+
+
+def _serve() -> None:
+    """``python -m torchdevlint.sim.proof --serve``: import torch once, then for each line
+    on stdin (``[program, scratch folder, timeout]``) fork, run the program in the fork as
+    ``python -m torchdevlint.sim.proof PROGRAM`` would, and answer with its exit status."""
+    for module in _PRELOAD:
+        importlib.import_module(module)
+    for line in sys.stdin:
+        path, scratch, timeout = json.loads(line)
+        pid = os.fork()
+        if pid == 0:  # the run: never returns to the loop
+            status = 1
+            try:
+                _redirect(path, scratch)
+                signal.alarm(timeout)  # a run past its time ends as a subprocess past its timeout would
+                report = json.dumps(run_program(path))
+                with open(os.path.join(scratch, "report.json"), "w", encoding="utf-8") as f:
+                    f.write(report)
+                status = 0
+            except BaseException:  # the program's SystemExit too: no report, as in a fresh interpreter
+                traceback.print_exc()
+            finally:
+                atexit._run_exitfuncs()  # what interpreter exit runs: multiprocessing joins children
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(status)
+        _, wait_status = os.waitpid(pid, 0)
+        print(json.dumps(os.waitstatus_to_exitcode(wait_status)), flush=True)
+
+
+def _redirect(path: str, scratch: str) -> None:
+    """What the program sees in the fork: the argv and TMPDIR of ``python -m
+    torchdevlint.sim.proof PROGRAM`` with a scratch folder, no stdin, and its output in a
+    file (the server's stdout carries the answers)."""
+    os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    sys.argv = [os.path.abspath(__file__), path]
+    output = os.open(os.path.join(scratch, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    null = os.open(os.devnull, os.O_RDONLY)
+    sys.stdout.flush()
+    os.dup2(null, 0)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+
+
+def _run_forked(path: str, scratch: str, timeout: int) -> int:
+    """Run ``path`` in a fork of an idle warm server (one is started when none is idle,
+    with this process's environment as it is then)."""
+    with _IDLE_LOCK:
+        server = _IDLE.pop() if _IDLE else None
+    if server is None:
+        server = subprocess.Popen([sys.executable, "-m", "torchdevlint.sim.proof", "--serve"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        atexit.register(_stop, server)
+    server.stdin.write(json.dumps([path, scratch, timeout]) + "\n")
+    server.stdin.flush()
+    answer = server.stdout.readline()
+    if not answer:
+        raise RuntimeError(f"the proof server stopped (exit status {server.wait()})")
+    with _IDLE_LOCK:
+        _IDLE.append(server)
+    status = json.loads(answer)
+    if status == -signal.SIGALRM:
+        raise subprocess.TimeoutExpired(f"proof of {path}", timeout)
+    return status
+
+
+def _stop(server: subprocess.Popen) -> None:
+    server.stdin.close()  # the server's loop ends at end of input
+    server.wait()
+    server.stdout.close()
+
+
 def run_in_subprocess(path: str, timeout: int = 120) -> dict:
-    """Run ``path`` under the proof runner; what the program (and torch: elastic agents,
-    error files) writes in the temporary folder goes with a folder of its own."""
+    """Run ``path`` under the proof runner in a process of its own (a fork of a warm
+    server, or a fresh interpreter where there is no fork); what the program (and torch:
+    elastic agents, error files) writes in the temporary folder goes with a folder of its own."""
     with tempfile.TemporaryDirectory(prefix="torchdevlint-proof-") as scratch:
-        r = subprocess.run([sys.executable, "-m", "torchdevlint.sim.proof", path],
-                           capture_output=True, text=True, timeout=timeout, env={**os.environ, "TMPDIR": scratch})
-    if r.returncode != 0:
-        raise RuntimeError(f"proof runner failed on {path}: {r.stderr.strip()[-2000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+        if hasattr(os, "fork"):
+            status = _run_forked(path, scratch, timeout)
+            output, report = _read(os.path.join(scratch, "output.txt")), _read(os.path.join(scratch, "report.json"))
+        else:
+            r = subprocess.run([sys.executable, "-m", "torchdevlint.sim.proof", path],
+                               capture_output=True, text=True, timeout=timeout, env={**os.environ, "TMPDIR": scratch})
+            status, output, report = r.returncode, r.stderr, (r.stdout.strip().splitlines() or [""])[-1]
+    if status != 0 or not report:
+        raise RuntimeError(f"proof runner failed on {path}: {output.strip()[-2000:]}")
+    return json.loads(report)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
 
 
 @dataclass
@@ -162,9 +262,12 @@ def _difference(a: dict, b: dict) -> str:
 
 
 def prove(original_path: str, fixed_path: str, **expectations) -> Verdict:
-    """Run both programs (a subprocess each) and compare them."""
+    """Run both programs (a process each) and compare them."""
     return compare(run_in_subprocess(original_path), run_in_subprocess(fixed_path), **expectations)
 
 
 if __name__ == "__main__":
-    print(json.dumps(run_program(sys.argv[1])))
+    if sys.argv[1:] == ["--serve"]:
+        _serve()
+    else:
+        print(json.dumps(run_program(sys.argv[1])))

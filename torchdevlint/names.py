@@ -151,6 +151,11 @@ DIST_SETUP_HELPER = re.compile(r"(?:^|_)(?:init(?:ialize)?|setup)_(?:torch_)?(?:
                                r"(?:_mode|_device|_pytorch|_slurm|_mpi|_connection)?$|^_?dist(?:ributed)?_init$"
                                r"|(?:^|_)(?:dist(?:ributed)?|ddp)(?:_\w+)?_(?:init(?:ialize)?|setup)$")
 
+# A function named for setting the current device (classy_vision's
+# `set_cuda_device_index(idx)`, torchtune's `_setup_cuda_device(device)`, a `bind_gpu(k)`):
+# an API whose callers choose what it binds
+DEVICE_SETTER = re.compile(r"^_*(?:set|setup|bind|select)_(?:\w+_)?(?:device|gpu)(?:_\w+)?$")
+
 # The pre-1.0 typed tensors: ``torch.cuda.<T>Tensor`` -> its dtype's name in torch
 DTYPES: Dict[str, str] = {
     "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",

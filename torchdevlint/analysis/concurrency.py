@@ -317,6 +317,9 @@ class ConcurrencyMixin:
                     or (isinstance(arg.value, cst.Attribute) and isinstance(arg.value.value, cst.Name)
                         and arg.value.value.value == "self" and "device" in arg.value.attr.value)):
                 return "wrapper"  # a device/accelerator wrapper's method: its owner chooses the index
+            if (fn.klass is None and isinstance(index, cst.Name) and index.value in fn.params
+                    and N.DEVICE_SETTER.search(fn.name) and not self.process.is_used(fn.node)):
+                return "wrapper"  # a setter named for it that no code here calls: its callers choose
         elif self.devices.rank_script:
             return "rank"
         return None

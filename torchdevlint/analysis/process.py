@@ -121,6 +121,10 @@ class ProcessFlow:
             up.setdefault(callee.node, set()).add(caller)
         return down, up
 
+    def is_used(self, node: object) -> bool:
+        """Whether code of this file calls the function ``node`` or hands it on as a value."""
+        return node in self._edges[1] or node in self._callbacks[1]
+
     def reach(self, start: Set[object], upward: bool) -> Set[object]:
         edges = self._edges[1] if upward else self._edges[0]
         seen = set(start)

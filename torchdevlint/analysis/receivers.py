@@ -359,14 +359,15 @@ class ReceiversMixin:
         return values
 
     def value_set_before(self, expr: cst.BaseExpression, site, fn) -> Optional[cst.BaseExpression]:
-        """What an attribute chain (``self.trainer.root_gpu``) was set to by the function
+        """What an attribute chain (``self.trainer.root_gpu``) or a name (a global the
+        function declares: ``_cuda_device_index = idx``) was set to by the function
         ``fn`` itself, straight before the statement of ``site``: the nearest assignment
         to the same chain among the statements of its block that precede it, or an
         ``assert <chain> == <value>`` there (Lightning's Horovod training: ``assert
         self.root_gpu == hvd.local_rank()``, then ``set_device(self.root_gpu)``), with no
         other statement between that mentions the chain. None otherwise (the chain is
         set elsewhere: another object's attribute holds anything)."""
-        if not isinstance(expr, cst.Attribute) or not isinstance(fn.node.body, cst.IndentedBlock):
+        if not isinstance(expr, (cst.Attribute, cst.Name)) or not isinstance(fn.node.body, cst.IndentedBlock):
             return None  # (a lambda's body, a one-line def's suite)
         body = _block_holding(fn.node.body, site.line)
         at = next((i for i, stmt in enumerate(body) if stmt is site.line), None)

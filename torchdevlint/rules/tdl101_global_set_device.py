@@ -29,7 +29,10 @@ class GlobalSetDevice(Rule):
         distributed or per-process setup. Quiet also for functions handed to a launcher,
         RPC workers and scripts launched per rank, an index from `LOCAL_RANK` or
         horovod's `local_rank()` whatever the module imports, an accelerator wrapper
-        method whose index is its own parameter or its `self.<...device>` attribute,
+        method whose index is its own parameter or its `self.<...device>` attribute, a
+        function named for setting the device that binds its own parameter and that no
+        code of the file calls (classy_vision's `set_cuda_device_index(idx)`: its callers
+        choose the index),
         `set_device(current_device())` / `set_device(torch.device("cuda"))`, a
         function that saves the current device and sets it back, and, in a script, a
         device that the same function also passes explicitly (`set_device(device)` beside
@@ -117,6 +120,11 @@ class GlobalSetDevice(Rule):
         "import torch\nclass DeviceGPU:\n    def __init__(self, rank):\n        self._device = torch.device('cuda', rank)\n"
         "        torch.cuda.set_device(self._device)\n",
         "import torch\nclass Accel:\n    def set_device_index(self, index):\n        torch.cuda.set_device(index)\n",
+        # ... or a function named for it, binding its own parameter, that no code here calls
+        # (classy_vision's distributed utilities: its trainers, in other modules, hand it
+        # the local rank, or 0 for one process)
+        "import torch\n_cuda_device_index = 0\n\n\ndef set_cuda_device_index(idx):\n"
+        "    global _cuda_device_index\n    _cuda_device_index = idx\n    torch.cuda.set_device(_cuda_device_index)\n",
         "import os, torch\ntorch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n",
         "import torch\ndef on(k, f):\n    prev = torch.cuda.current_device()\n    torch.cuda.set_device(k)\n"
         "    try:\n        return f()\n    finally:\n        torch.cuda.set_device(prev)\n",
@@ -259,6 +267,9 @@ class GlobalSetDevice(Rule):
         ),
         Example(  # a global of the module: assigning it in the function would make it local
             "import torch\ngpu_ids = [0]\ndef setup():\n    if gpu_ids:\n        torch.cuda.set_device(gpu_ids[0])\n",
+        ),
+        Example(  # a setter named for it that the file itself calls with an index of its own
+            "import torch\n\n\ndef set_gpu(k):\n    torch.cuda.set_device(k)\n\n\nset_gpu(1)\n",
         ),
         Example(  # a parameter: emptying it here leaves the caller's own value on the GPU
             "import torch\ndef configure_process(opt, device_id):\n    if device_id >= 0:\n"

@@ -101,6 +101,22 @@ def test_a_gpu_tensor_takes_index_tensors_from_the_cpu():
             torch.gather(logits, 1, torch.zeros(4, 1, dtype=torch.long))  # other ops: no such leave
 
 
+def test_type_as_changes_the_type_and_never_mixes_devices():
+    """`t.type_as(other)` is `t.type(other.type())`, as in torch: a GPU tensor keeps its own
+    GPU for a CUDA type (fairseq's `scale.cuda().type_as(w)` with `w` on another GPU), a
+    CPU tensor goes to the current device, a CPU type brings it to the CPU."""
+    with Simulator(gpus=2):
+        w = torch.ones(2, dtype=torch.float64).cuda(1)
+        scale = torch.ones(2).cuda()
+        assert device_of(scale.type_as(w)) == "cuda:0" and scale.type_as(w).dtype == torch.float64
+        assert device_of(torch.ones(2).type_as(w)) == "cuda:0"
+        assert device_of(w.type_as(torch.zeros(1))) == "cpu" and w.type_as(w) is w
+        torch.cuda.set_device(1)
+        assert device_of(torch.ones(2).type_as(scale)) == "cuda:1"
+        with pytest.raises(RuntimeError, match="same device"):
+            scale.type_as(w) * w  # the op after it mixes, as on real GPUs
+
+
 def test_a_new_thread_starts_on_device_zero():
     seen = {}
     with Simulator(gpus=2):

@@ -115,6 +115,17 @@ def _make_mode(sim: Simulator):
                 out = tensor_type(sim, args, kwargs, func)
                 if out is not NotImplemented:
                     return out
+            if func is Tensor.type_as:  # `t.type(other.type())`: never a mix of devices
+                t, other = args[0], args[1]
+                here, there = getattr(t, _TAG, None), getattr(other, _TAG, None)
+                if there is None:
+                    index, implicit = None, False  # a CPU type: to the CPU
+                elif here is None:
+                    index, implicit = sim.resolve(None)  # a CUDA type from the CPU: the current device
+                else:
+                    index, implicit = here, False  # a GPU tensor keeps its own GPU
+                rest = (other.dtype,) if other.dtype != t.dtype else ()
+                return self._move(t, index, implicit, {}, cuda_call=False, rest=rest)
             if func is Tensor.get_device:
                 index = getattr(args[0], _TAG, None)
                 return -1 if index is None else index

@@ -445,6 +445,9 @@ class _Collector(cst.CSTVisitor):
                     self._target(el.value, values[i].value, kind)
                 elif source is not None and not starred:  # for x, y in loader: each item's i-th
                     self._target(el.value, None, kind, (source[0], source[1] + (i,)))
+                elif kind == "assign" and value is not None and not starred:
+                    # `scale, zero_point = obs.calculate_qparams()`: unknown, but from that value
+                    self._target(el.value, None, "other", (value, (i,)))
                 else:
                     self._target(el.value, None, "other")
         elif isinstance(target, cst.Attribute) and _attribute_key(target) is not None:

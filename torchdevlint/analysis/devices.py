@@ -27,8 +27,8 @@ from .. import names as N
 from .core import Analysis
 from ..source import Outline, count_breaks
 from .treewalk import walk
-from .facts import (CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, called_name, compared,
-                    definitely_bound, dotted_name, is_bare_cuda, names_in, param_annotation)
+from .facts import (CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, binding_in_force, called_name,
+                    compared, definitely_bound, dotted_name, is_bare_cuda, names_in, param_annotation)
 from .process import _is_main_guard
 from ..notebook import is_notebook_module
 
@@ -1089,7 +1089,10 @@ class DeviceFacts:
 
     def _receiver_is_input(self, site: CallSite) -> bool:
         """``.cuda()`` on a parameter itself (moving the input), on ``self.x``, or on a
-        module: not a new tensor."""
+        module: not a new tensor. Not a parameter that the function certainly bound again
+        before the site to something that does not read it (fairseq's quantizers: ``if
+        scale is None: scale, zero_point = obs.calculate_qparams()``, then
+        ``scale.cuda()``: what the function made; ``x = x.contiguous()`` is still the input)."""
         a = self.a
         receiver = site.node.func.value  # type: ignore[union-attr]
         root = receiver
@@ -1099,8 +1102,15 @@ class DeviceFacts:
                 return False  # what a method of the object makes (`self.gaussian_blur(mask)`): a new tensor
             root = root.value if not isinstance(root, cst.Call) else root.func
         fn = a.enclosing_function(site.scope)
-        if isinstance(root, cst.Name) and (root.value in ("self", "cls") or (fn and root.value in fn.params)):
+        if isinstance(root, cst.Name) and root.value in ("self", "cls"):
             return True
+        if isinstance(root, cst.Name) and fn and root.value in fn.params:
+            rebound = (binding_in_force(fn.scope.bindings.get(root.value, []), site)
+                       if site.scope is fn.scope else None)
+            if rebound is None or rebound.kind == "param":
+                return True
+            value = rebound.value if rebound.value is not None else (rebound.source or (None,))[0]
+            return value is None or root.value in names_in(value)
         return a.torch_kind(receiver, site.scope) == "module"
 
     # ------------------------------------------------------------ the verdict

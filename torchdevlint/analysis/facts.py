@@ -25,7 +25,8 @@ class Binding:
     # first; () when it runs whenever its scope's body runs (see ``definitely_bound``)
     cond: Tuple[Tuple[int, str], ...] = ()
     # a loop target's (kind ``for``): what it iterates, and where in each item the name
-    # sits (``for i, (x, y) in enumerate(loader)``: y is at (1, 1) of enumerate's items)
+    # sits (``for i, (x, y) in enumerate(loader)``: y is at (1, 1) of enumerate's items);
+    # an unpacking's (kind ``other``): the value unpacked (``a, b = f()``: b at (1,) of f())
     source: Optional[Tuple[cst.BaseExpression, Tuple[int, ...]]] = None
 
 

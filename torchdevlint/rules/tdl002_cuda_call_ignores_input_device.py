@@ -22,7 +22,9 @@ class CudaCallIgnoresInputDevice(Rule):
     what = """
         A bare `.cuda()` on a tensor the function made itself (not a parameter, not
         `self.x`, not a module; what a method of the object returns, `self.blur(mask)`,
-        is made), in a function that asks one of its inputs for its device
+        is made, and so is a parameter the function certainly bound again before, to
+        something that does not read it: fairseq's quantizers' `if scale is None: scale,
+        zero_point = obs.calculate_qparams()`), in a function that asks one of its inputs for its device
         (`p.device`, `p.is_cuda`, `p.get_device()`, `p.new_zeros(...)`), or that makes the
         new tensor from a tensor input, its size or the names its shape gives
         (`torch.tensor(y.size(0)).cuda()`, `dim_k, dim_b = q.shape` then
@@ -74,6 +76,12 @@ class CudaCallIgnoresInputDevice(Rule):
         "import torch\ndef probe(flag, x, y):\n    if not (flag and x.is_cuda):\n        y = y.cuda()\n    return y\n",
         "import torch\ndef probe(x, y):\n    if not x.is_cuda and y.numel():\n        y = y.cuda()\n    return y\n",
         "import torch\ndef f(x):\n    return x.cuda()\n",  # moves the input itself
+        # ... bound again to what it reads (Tacotron's `to_gpu`: still the input's data)
+        "import torch\ndef to_gpu(x):\n    x = x.contiguous()\n    if torch.cuda.is_available():\n"
+        "        x = x.cuda(non_blocking=True)\n    return x.device, x\n",
+        # ... or only perhaps: the argument when one is given
+        "import torch\ndef f(w, scale=None):\n    if scale is None:\n        scale = torch.ones(1)\n"
+        "    scale = scale.cuda()\n    return w.device, scale\n",
         "import torch\ndef f(x):\n    return torch.zeros(3).to(x.device)\n",
         "import torch\ndef f(n):\n    return torch.zeros(n).cuda()\n",  # no input device at hand
         # a size from a list's length, not from a tensor input's shape
@@ -174,6 +182,15 @@ class CudaCallIgnoresInputDevice(Rule):
             "    return (w * scale).round().to(w.device)\n",
             "import torch\ndef quantize(w, bits):\n    scale = torch.tensor(2.0 ** bits).to(w.device)\n"
             "    return (w * scale).round().to(w.device)\n",
+        ),
+        # a parameter bound again to what an observer made (fairseq's scalar quantization)
+        Example(
+            "import torch\ndef emulate_int8(w, scale=None, zero_point=None):\n    if scale is None:\n"
+            "        obs = Observer().to(device=w.device)\n        scale, zero_point = obs(w)\n"
+            "        scale = scale.cuda().type_as(w)\n    return w / scale, zero_point\n",
+            "import torch\ndef emulate_int8(w, scale=None, zero_point=None):\n    if scale is None:\n"
+            "        obs = Observer().to(device=w.device)\n        scale, zero_point = obs(w)\n"
+            "        scale = scale.to(w.device).type_as(w)\n    return w / scale, zero_point\n",
         ),
         # sized by the names the input's shape gives (SwAV's Sinkhorn iterations)
         Example(

@@ -35,6 +35,7 @@ from .facts import (  # noqa: F401
     dotted_name,
     gpu_index,
     is_bare_cuda,
+    is_docstring,
     is_none,
     names_in,
     param_annotation,

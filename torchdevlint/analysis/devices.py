@@ -28,7 +28,8 @@ from .core import Analysis
 from ..source import Outline, count_breaks
 from .treewalk import walk
 from .facts import (CallSite, DeviceChoice, FunctionInfo, Scope, _function_scope, binding_in_force, called_name,
-                    compared, definitely_bound, dotted_name, is_bare_cuda, names_in, param_annotation)
+                    compared, definitely_bound, dotted_name, is_bare_cuda, is_docstring, names_in,
+                    param_annotation)
 from .process import _is_main_guard
 from ..notebook import is_notebook_module
 
@@ -716,15 +717,17 @@ class DeviceFacts:
         return guard if guard is not None and not _runs_tests_only(guard) else None
 
     def starts_in_main_guard(self, order: int) -> Optional[cst.BaseStatement]:
-        """The first statement of the main guard when the code at ``order`` runs in it and
-        the guard is the module's last statement (so nothing at module level runs after
-        it): where a device those uses need is defined without running at import."""
+        """The first statement of the main guard (after a leading string, a note as
+        Grad-CAM's examples write one) when the code at ``order`` runs in it and the guard
+        is the module's last statement (so nothing at module level runs after it): where a
+        device those uses need is defined without running at import."""
         guard = self.main_guard
         start, end = self._guard_span
         if (guard is None or not start < order < end or not isinstance(guard.body, cst.IndentedBlock)
                 or guard is not self.a.module.body[-1]):
             return None
-        return guard.body.body[0]
+        body = guard.body.body
+        return body[1] if len(body) > 1 and is_docstring(body[0]) else body[0]
 
     def guard_torch_import(self, order: int) -> Optional[Tuple[str, cst.SimpleStatementLine]]:
         """A script that imports torch only in its main guard (``if __name__ ==

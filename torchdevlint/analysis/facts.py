@@ -335,6 +335,13 @@ def compared(site: CallSite) -> bool:
     return bool(found)
 
 
+def is_docstring(stmt: cst.CSTNode) -> bool:
+    """A statement that is a string alone: a docstring, or a block's leading note."""
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
+
+
 def names_in(expr: cst.CSTNode) -> List[str]:
     """The names ``expr`` reads (``x`` of ``x.y``, not ``y``), in order, repeated."""
     found: List[str] = []

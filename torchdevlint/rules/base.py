@@ -14,7 +14,7 @@ from typing import ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from ..analysis import Analysis, CallSite
+from ..analysis import Analysis, CallSite, is_docstring
 from ..catalogue import passes
 from ..words import Needs
 from ..model import Applicability, Edit, Fix, Position, Violation
@@ -443,7 +443,7 @@ class Context:
         if not isinstance(fn.body, cst.IndentedBlock):
             return None
         body = list(fn.body.body)
-        first = body[1] if _is_docstring(body[0]) and len(body) > 1 else body[0]
+        first = body[1] if is_docstring(body[0]) and len(body) > 1 else body[0]
         line = self.analysis.first_line(first)
         text = self.analysis.lines[line - 1]
         return line, text[:len(text) - len(text.lstrip())]
@@ -523,7 +523,7 @@ class Context:
         ``Uninsertable`` where torch is imported only conditionally."""
         body = self.analysis.module.body
         first = next((i for i, stmt in enumerate(body)
-                      if not (_is_import_line(stmt) or (i == 0 and _is_docstring(stmt)))), len(body) - 1)
+                      if not (_is_import_line(stmt) or (i == 0 and is_docstring(stmt)))), len(body) - 1)
         return self.insert_module_lines([], self.analysis.order[body[first]] if body else 0, need_torch=True)
 
     def insert_module_lines(self, lines: List[str], anchor: int, need_torch: bool,
@@ -557,7 +557,7 @@ class Context:
         anchor_index = _top_level_index(a, anchor)
         insert_after: Optional[cst.CSTNode] = None
         for i, stmt in enumerate(body[:anchor_index]):
-            if _is_import_line(stmt) or (i == 0 and _is_docstring(stmt)):
+            if _is_import_line(stmt) or (i == 0 and is_docstring(stmt)):
                 insert_after = stmt
         guarded = a.guarded_torch_import
         if need_torch and guarded is not None:
@@ -657,12 +657,6 @@ def _is_import_line(stmt: cst.CSTNode) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and all(
         isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
     )
-
-
-def _is_docstring(stmt: cst.CSTNode) -> bool:
-    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
-            and isinstance(stmt.body[0], cst.Expr)
-            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
 
 
 def applicability(*conditions: Tuple[bool, str]) -> Tuple[Applicability, List[str]]:

@@ -363,6 +363,12 @@ class BareCudaCall(Rule):
                 "import torch\nclass Unet(torch.nn.Module):\n    pass\nif __name__ == '__main__':\n"
                 '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 "    model = Unet().to(device)\n    x = torch.randn(2, 3).to(device)\n"),
+        # ... after the note the guard opens with (Grad-CAM's usage examples)
+        Example("import torch\nif __name__ == '__main__':\n    \"\"\"python example.py --use-cuda\"\"\"\n"
+                "    model = torch.nn.Linear(2, 2).cuda()\n",
+                "import torch\nif __name__ == '__main__':\n    \"\"\"python example.py --use-cuda\"\"\"\n"
+                '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+                "    model = torch.nn.Linear(2, 2).to(device)\n"),
         # a storage's `.to` takes the device as a keyword; a load's `map_location` function
         # is handed storages
         Example("import torch\ns = torch.zeros(2).untyped_storage().cuda()\n",

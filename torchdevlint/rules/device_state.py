@@ -128,7 +128,10 @@ def _dependent_call(a, site: CallSite, owner: cst.CSTNode, rewritten: set) -> Op
 
 
 def plan_device_block(ctx: Context, site: CallSite, fn: FunctionInfo) -> Union[Edit, str]:
-    """Wrap the statements after ``set_device(k)`` in ``with torch.cuda.device(k):``."""
+    """Wrap the statements after ``set_device(k)`` in ``with torch.cuda.device(k):``;
+    after ``if torch.cuda.current_device() != k: set_device(k)`` too (mmcv's ops switch to
+    their input's GPU so): the block is a no-op where ``k`` is current already, so it
+    replaces the ``if``."""
     a = ctx.analysis
     k = device_index_arg(site)
     node = fn.node
@@ -138,12 +141,16 @@ def plan_device_block(ctx: Context, site: CallSite, fn: FunctionInfo) -> Union[E
         return "the function body is on one line"
     body = list(node.body.body)
     line = site.line
-    if line is None or line not in body or len(line.body) != 1:
+    if line is not None and len(line.body) == 1 and line not in body:
+        line = next((stmt for stmt in body if _switches_unless_current(a, stmt, line, k, site)), line)
+    if line is None or line not in body or (isinstance(line, cst.SimpleStatementLine) and len(line.body) != 1):
         return "the call is not a top-level statement of the function"
     i = body.index(line)
     rest = body[i + 1:]
     if not rest:
         return "nothing follows the call in this function"
+    # the block opens on the next line: blank lines that parted the call from the rest go
+    rest[0] = rest[0].with_changes(leading_lines=[ln for ln in rest[0].leading_lines if ln.comment is not None])
     torch = a.torch_name_at(site.scope, site.order)
     if torch is None:
         return "`torch` is not imported by name in this module"
@@ -165,6 +172,20 @@ def plan_device_block(ctx: Context, site: CallSite, fn: FunctionInfo) -> Union[E
     tail = len(old) - index.offset(ctx.end(node))
     return Edit(index.position(start), index.position(len(old) - tail), new[start:len(new) - tail],
                 old[start:len(old) - tail])
+
+
+def _switches_unless_current(a, stmt: cst.CSTNode, line: cst.CSTNode, k: cst.BaseExpression,
+                             site: CallSite) -> bool:
+    """``stmt`` is ``if <current_device()> != k:`` (either side) holding only ``line``,
+    with no ``else``."""
+    if not (isinstance(stmt, cst.If) and stmt.orelse is None and isinstance(stmt.body, cst.IndentedBlock)
+            and list(stmt.body.body) == [line] and isinstance(stmt.test, cst.Comparison)
+            and len(stmt.test.comparisons) == 1 and isinstance(stmt.test.comparisons[0].operator, cst.NotEqual)):
+        return False
+    sides = (stmt.test.left, stmt.test.comparisons[0].comparator)
+    current = [s for s in sides if isinstance(s, cst.Call) and not s.args
+               and a.qualname(s.func, site.scope) in ("torch.cuda.current_device", "torch.accelerator.current_device_index")]
+    return len(current) == 1 and a.code(sides[1] if current[0] is sides[0] else sides[0]) == a.code(k)
 
 
 def _branch(a, site: CallSite) -> Tuple[Tuple[int, str], ...]:

@@ -79,7 +79,9 @@ class GlobalSetDevice(Rule):
         `model`, whose own `.cuda()` follows the current device) or one of this file's
         whose implicit-device uses the fix would not rewrite, the explicit device would
         move that code to GPU 0: a call alone in its function is then scoped instead,
-        the rest of the function in `with torch.cuda.device(k):`. When other
+        the rest of the function in `with torch.cuda.device(k):` (after `if
+        torch.cuda.current_device() != k: set_device(k)` the block replaces the `if`: it
+        changes nothing where `k` is current already). When other
         implicit-device uses exist (`device="cuda"`, `torch.cuda.current_device()` ...)
         the finding carries a display-only fix naming the alternatives.
 
@@ -302,6 +304,15 @@ class GlobalSetDevice(Rule):
             "    return model.to(device)\n",
             "import torch\n\n\ndef compile_engine(model, device):\n    with torch.cuda.device(device):\n"
             "        return model.to(device)\n"),
+        # an op that switches to its input's GPU unless it is current (mmcv's knn and
+        # points_in_boxes): the block is a no-op where it is, and gives the device back after
+        Example(
+            "import torch\n\n\ndef knn(k, xyz, center_xyz):\n    device = center_xyz.get_device()\n"
+            "    if torch.cuda.current_device() != device:\n        torch.cuda.set_device(device)\n\n"
+            "    idx = center_xyz.new_zeros((k,)).int()\n    return idx\n",
+            "import torch\n\n\ndef knn(k, xyz, center_xyz):\n    device = center_xyz.get_device()\n"
+            "    with torch.cuda.device(device):\n        idx = center_xyz.new_zeros((k,)).int()\n"
+            "        return idx\n"),
         Example(
             "from torch.cuda import set_device as sd\nimport torch\n"
             "def main(opt):\n    sd(opt.gpu_ids[0])\n    torch.zeros(1, device='cuda')\n",

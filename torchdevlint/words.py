@@ -84,7 +84,8 @@ Needs = Tuple[Tuple[str, ...], ...]
 _LONGEST = 200
 
 # (a literal first: the search jumps from one "load" to the next; the word start is checked by hand)
-_LOAD = {str: re.compile(r"load(?:_state_dict_from_url|_url)?\b"), bytes: re.compile(rb"load(?:_state_dict_from_url|_url)?\b")}
+_LOAD = {str: re.compile(r"load(?:_state_dict_from_url|_url)?\b"),
+         bytes: re.compile(rb"load(?:_state_dict_from_url|_url)?\b")}
 _WORD = re.compile(r"\w")
 _FACTOR_OPS = (ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
 _IMPORT_LIST = {str: re.compile(r"[\w\s,()\\]*"), bytes: re.compile(rb"[\w\s,()\\\x80-\xff]*")}

@@ -183,8 +183,8 @@ def _switches_unless_current(a, stmt: cst.CSTNode, line: cst.CSTNode, k: cst.Bas
             and len(stmt.test.comparisons) == 1 and isinstance(stmt.test.comparisons[0].operator, cst.NotEqual)):
         return False
     sides = (stmt.test.left, stmt.test.comparisons[0].comparator)
-    current = [s for s in sides if isinstance(s, cst.Call) and not s.args
-               and a.qualname(s.func, site.scope) in ("torch.cuda.current_device", "torch.accelerator.current_device_index")]
+    current = [s for s in sides if isinstance(s, cst.Call) and not s.args and a.qualname(s.func, site.scope)
+               in ("torch.cuda.current_device", "torch.accelerator.current_device_index")]
     return len(current) == 1 and a.code(sides[1] if current[0] is sides[0] else sides[0]) == a.code(k)
 
 

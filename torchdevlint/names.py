@@ -35,12 +35,6 @@ _REEXPORTS: Dict[str, str] = {
     "torch.multiprocessing.get_context": "multiprocessing.get_context",
     "concurrent.futures.thread.ThreadPoolExecutor": "concurrent.futures.ThreadPoolExecutor",
     "concurrent.futures.process.ProcessPoolExecutor": "concurrent.futures.ProcessPoolExecutor",
-    # the hub's checkpoint loader, re-exported: the legacy model zoo's name (pretrainedmodels,
-    # torchvision 0.2), and torchvision's (piq's and pytorch-fid's `from torchvision.models.utils
-    # import load_state_dict_from_url`)
-    "torch.utils.model_zoo.load_url": "torch.hub.load_state_dict_from_url",
-    "torchvision.models.utils.load_state_dict_from_url": "torch.hub.load_state_dict_from_url",
-    "torchvision._internally_replaced_utils.load_state_dict_from_url": "torch.hub.load_state_dict_from_url",
 }
 
 SET_DEVICE = frozenset(

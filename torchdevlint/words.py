@@ -84,8 +84,7 @@ Needs = Tuple[Tuple[str, ...], ...]
 _LONGEST = 200
 
 # (a literal first: the search jumps from one "load" to the next; the word start is checked by hand)
-_LOAD = {str: re.compile(r"load(?:_state_dict_from_url|_url)?\b"),
-         bytes: re.compile(rb"load(?:_state_dict_from_url|_url)?\b")}
+_LOAD = {str: re.compile(r"load(?:_state_dict_from_url)?\b"), bytes: re.compile(rb"load(?:_state_dict_from_url)?\b")}
 _WORD = re.compile(r"\w")
 _FACTOR_OPS = (ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
 _IMPORT_LIST = {str: re.compile(r"[\w\s,()\\]*"), bytes: re.compile(rb"[\w\s,()\\\x80-\xff]*")}
@@ -165,8 +164,8 @@ def _led_by_literal(patterns, data) -> bool:
 
 
 def _load_reference(data) -> bool:
-    """Whether the text may reach ``torch.load`` (``jit.load``, ``load_state_dict_from_url``,
-    the model zoo's ``load_url``) at all: the word ``load`` after a dot (``torch.load``, ``th . load``, across a line
+    """Whether the text may reach ``torch.load`` (``jit.load``, ``load_state_dict_from_url``)
+    at all: the word ``load`` after a dot (``torch.load``, ``th . load``, across a line
     break) or in an import list (``from torch import (jit, load)``, comments allowed).
     Not ``load_state_dict``, ``download``, ``def load(``: most torch files only have those;
     nor ``json.load``, ``np.load``, ``Builder().load()``: what stands before the dot must
@@ -202,20 +201,17 @@ _FROM_MODULE = re.compile(r"\bfrom[ \t\\\r\n]+([\w.]+)[ \t\\\r\n]+$")
 
 
 def _may_import_from_torch(text: str, at: int) -> bool:
-    """Whether the ``import`` at ``text[at]`` may import from torch (or torchvision, which
-    re-exports the hub's loader): not ``from mmengine.fileio import load`` (a module that
-    is not torch's, spelled out before it)."""
+    """Whether the ``import`` at ``text[at]`` may import from torch: not ``from
+    mmengine.fileio import load`` (a module that is not torch's, spelled out before it)."""
     m = _FROM_MODULE.search(text, max(0, at - 300), at)
-    return m is None or m.group(1).split(".")[0] in ("torch", "torchvision")
+    return m is None or m.group(1).split(".")[0] == "torch"
 
 
 # the names that ``torch.load``, ``torch.jit.load``, ``torch.hub.load_state_dict_from_url``
-# (``torch.utils.model_zoo.load_url``) and ``torch.serialization.load`` are reached
-# through, as the gate resolves them: an import binds one of these, or an alias the text
-# spells out
-_TORCH_RECEIVERS = frozenset({"torch", "jit", "hub", "serialization", "model_zoo"})
-# (`torch.hub.load` loads a model, not a checkpoint; the model zoo has no `load`)
-_LOAD_RECEIVERS = _TORCH_RECEIVERS - {"hub", "model_zoo"}
+# and ``torch.serialization.load`` are reached through, as the gate resolves them: an
+# import binds one of these, or an alias the text spells out
+_TORCH_RECEIVERS = frozenset({"torch", "jit", "hub", "serialization"})
+_LOAD_RECEIVERS = _TORCH_RECEIVERS - {"hub"}  # (`torch.hub.load` loads a model, not a checkpoint)
 _ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _WS = r"(?:[ \t]|\\\r?\n)"  # a space within a statement (a backslash continues the line)
 

@@ -41,9 +41,7 @@ class LoadWithoutMapLocation(Rule):
                    'function that computes on the GPU defines; in other library functions `None if '
                    'torch.cuda.is_available() else "cpu"` (unsafe); display at a library\'s module level')
     what = """
-        `torch.load`, `torch.jit.load` and `torch.hub.load_state_dict_from_url` (or its
-        re-exports: the legacy model zoo's `torch.utils.model_zoo.load_url`,
-        torchvision's `load_state_dict_from_url`) called
+        `torch.load`, `torch.jit.load` and `torch.hub.load_state_dict_from_url` called
         without `map_location` (neither by keyword nor in its position), and without
         `**kwargs` that could carry it. Not in the methods of a dataset class (one
         named `...Dataset`, as OGB's `LinkPropPredDataset(object)`, or with a base so
@@ -161,7 +159,6 @@ class LoadWithoutMapLocation(Rule):
         "import torch\nx = torch.load('a.pt', 'cpu')\n",
         "import torch\nx = torch.jit.load('m.pt', map_location=device)\n",
         "import torch\nsd = torch.hub.load_state_dict_from_url(url, None, 'cpu')\n",
-        "import torch.utils.model_zoo as model_zoo\nsd = model_zoo.load_url(url, map_location='cpu')\n",
         # torchvision's published weights, saved from the CPU: named by torchvision (torchdistill's
         # detectors), or its download address in a table of this file's (MONAI's DenseNet)
         "from torch.hub import load_state_dict_from_url\n"
@@ -292,22 +289,6 @@ class LoadWithoutMapLocation(Rule):
         "        if dev_dataset_path.exists():\n            self.data['dev'] = torch.load(dev_dataset_path)\n",
     )
     INVALID = (
-        # the legacy model zoo's loader (pretrainedmodels' SENet): weights that only feed
-        # `load_state_dict` are copied into the model's own tensors, so the CPU serves
-        Example("import torch.nn as nn\nimport torch.utils.model_zoo as model_zoo\n\n\n"
-                "def senet154(url):\n    model = nn.Linear(2, 2)\n"
-                "    model.load_state_dict(model_zoo.load_url(url))\n    return model\n",
-                "import torch.nn as nn\nimport torch.utils.model_zoo as model_zoo\n\n\n"
-                "def senet154(url):\n    model = nn.Linear(2, 2)\n"
-                "    model.load_state_dict(model_zoo.load_url(url, map_location=\"cpu\"))\n    return model\n"),
-        # ... and torchvision's (piq's FID Inception: weights of a release of another project)
-        Example("from torchvision.models.utils import load_state_dict_from_url\n\n\n"
-                "def fid_inception(inception, url):\n    state_dict = load_state_dict_from_url(url, progress=True)\n"
-                "    inception.load_state_dict(state_dict)\n    return inception\n",
-                "from torchvision.models.utils import load_state_dict_from_url\n\n\n"
-                "def fid_inception(inception, url):\n"
-                "    state_dict = load_state_dict_from_url(url, progress=True, map_location=\"cpu\")\n"
-                "    inception.load_state_dict(state_dict)\n    return inception\n"),
         # a path from the options (`args.checkpoint`) or a meta-learner's weights: no metadata
         Example("import os\nimport torch\n\n\ndef resume(args, model):\n"
                 "    model.load_state_dict(torch.load(args.checkpoint))\n"
@@ -572,8 +553,6 @@ class LoadWithoutMapLocation(Rule):
         anchor = min((s.order for s in sites), default=0)
         for site in sites:
             loader = site.qualname.replace("torch.serialization.load", "torch.load")  # type: ignore[union-attr]
-            if a.code(site.node.func).endswith("load_url"):  # the model zoo's name for the hub's loader
-                loader = "torch.utils.model_zoo.load_url"
             message = (f"`{loader}` without `map_location` restores every tensor onto the device it "
                        "was saved from (GPU 0 for most checkpoints): it fails without CUDA and puts "
                        "every rank's copy on GPU 0; pass `map_location`")
